@@ -1,0 +1,450 @@
+//! The backend boundary: every kernel crosses it.
+//!
+//! Kernels see storages, layouts and dtypes ([`Src`], [`Dst`]), never tensors
+//! or autograd. The tensor layer has already validated shapes, dims, dtypes
+//! and devices, broadcast operands to the output shape (stride 0), and
+//! allocated the destination.
+//!
+//! NOTE [Aliasing contract]
+//! A source passed to a kernel either lives in a different storage from the
+//! destination, or is exactly the destination (same storage *and* equal
+//! layout: `a.add_(&a)`). Partially overlapping sources are copied by the
+//! tensor layer first. So a kernel reading element `i` of an aliased source
+//! and then writing element `i` of the destination is always correct, and
+//! results never depend on write order.
+//!
+//! Every method has a default that returns [`Error::Unsupported`], so a new
+//! backend implements what it can and the conformance suite reports the rest.
+
+use crate::allocator::Allocator;
+use crate::device::DeviceKind;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shared::{MaybeSendSync, Shared};
+use crate::storage::Storage;
+
+/// A kernel input: a storage read through a layout as elements of a dtype.
+#[derive(Clone, Copy, Debug)]
+pub struct Src<'a> {
+    /// The bytes.
+    pub storage: &'a Storage,
+    /// Where the elements are.
+    pub layout: &'a Layout,
+    /// How to read them.
+    pub dtype: DType,
+}
+
+/// A kernel output; same fields as [`Src`], written instead of read.
+pub type Dst<'a> = Src<'a>;
+
+impl Src<'_> {
+    /// Whether this operand is the destination itself (see NOTE [Aliasing contract]).
+    pub fn is_exactly(&self, dst: &Dst<'_>) -> bool {
+        core::ptr::eq(self.storage, dst.storage)
+    }
+}
+
+/// Elementwise functions of one operand.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `|x|`
+    Abs,
+    /// `e^x`
+    Exp,
+    /// natural log
+    Log,
+    /// square root
+    Sqrt,
+    /// `x*x`
+    Sqr,
+    /// `1/x`
+    Recip,
+    /// hyperbolic tangent
+    Tanh,
+    /// `1/(1+e^-x)`
+    Sigmoid,
+    /// `max(x, 0)`
+    Relu,
+    /// GELU, exact (erf) form: `x/2 (1 + erf(x/sqrt 2))`
+    Gelu,
+    /// GELU, tanh approximation
+    GeluTanh,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// sine
+    Sin,
+    /// cosine
+    Cos,
+    /// `x^p`
+    Powf(f64),
+    /// `min(max(x, lo), hi)`; `None` bounds are open.
+    Clamp(Option<f64>, Option<f64>),
+    /// `x * mul + add`
+    Affine {
+        /// factor
+        mul: f64,
+        /// addend
+        add: f64,
+    },
+    /// `1` where `x > 0`, else `0` (relu's derivative)
+    Step,
+    /// sign of x (-1, 0, 1)
+    Sign,
+}
+
+impl UnaryOp {
+    /// Whether the op is defined for integer dtypes too.
+    pub fn works_on_ints(&self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Sqr
+                | UnaryOp::Relu
+                | UnaryOp::Clamp(..)
+                | UnaryOp::Step
+                | UnaryOp::Sign
+        )
+    }
+
+    /// The op's name, for errors and graph dumps.
+    pub fn name(&self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Sqr => "sqr",
+            UnaryOp::Recip => "recip",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Powf(_) => "powf",
+            UnaryOp::Clamp(..) => "clamp",
+            UnaryOp::Affine { .. } => "affine",
+            UnaryOp::Step => "step",
+            UnaryOp::Sign => "sign",
+        }
+    }
+}
+
+/// Elementwise functions of two operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (floats only)
+    Div,
+    /// `max(a, b)` (NaN propagates)
+    Maximum,
+    /// `min(a, b)` (NaN propagates)
+    Minimum,
+    /// `a ^ b` (floats only)
+    Pow,
+}
+
+impl BinaryOp {
+    /// The op's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Pow => "pow",
+        }
+    }
+}
+
+/// Comparisons; the destination is `Bool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// Reductions over a set of dims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Sum (f32 sums accumulate in f64 on the reference backend).
+    Sum,
+    /// Maximum (NaN propagates).
+    Max,
+    /// Minimum (NaN propagates).
+    Min,
+    /// Product.
+    Prod,
+}
+
+/// Index-of reductions along one dim; the destination is `I64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgReduceOp {
+    /// Index of the (first) maximum.
+    ArgMax,
+    /// Index of the (first) minimum.
+    ArgMin,
+}
+
+/// One backend: allocation, copies, and every kernel family.
+///
+/// See NOTE [Aliasing contract]. Shapes in `Dst` are the output shape; the
+/// tensor layer has already validated every argument except index *values*
+/// (which only a kernel can read), and kernels report bad indices as
+/// [`Error::IndexOutOfRange`].
+pub trait Backend: MaybeSendSync {
+    /// The device's identity.
+    fn kind(&self) -> DeviceKind;
+
+    /// Whether storage bytes are host memory the CPU may read and write.
+    fn is_host_memory(&self) -> bool;
+
+    /// Where new storage comes from.
+    fn allocator(&self) -> Shared<dyn Allocator>;
+
+    /// Waits for queued work (no-op on synchronous backends).
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Copies host bytes into a storage at `byte_offset`.
+    ///
+    /// # Errors
+    /// Out-of-range ranges, backend failures.
+    fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {
+        let _ = (dst, byte_offset, src);
+        Err(Error::Unsupported {
+            op: "write_bytes",
+            device: self.kind(),
+        })
+    }
+
+    /// Copies storage bytes at `byte_offset` into host memory.
+    ///
+    /// # Errors
+    /// Out-of-range ranges, backend failures.
+    fn read_bytes(&self, src: &Storage, byte_offset: usize, dst: &mut [u8]) -> Result<()> {
+        let _ = (src, byte_offset, dst);
+        Err(Error::Unsupported {
+            op: "read_bytes",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst = src` elementwise, same dtype, any layouts of one shape.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn copy_strided(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (src, dst);
+        Err(Error::Unsupported {
+            op: "copy",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst = src as dst.dtype` elementwise.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn cast(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (src, dst);
+        Err(Error::Unsupported {
+            op: "to_dtype",
+            device: self.kind(),
+        })
+    }
+
+    /// Sets every element of `dst` to `value` (converted to its dtype).
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
+        let _ = (dst, value);
+        Err(Error::Unsupported {
+            op: "fill",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst = op(src)`; `src` may be exactly `dst` (in-place).
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn unary(&self, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (src, dst);
+        Err(Error::Unsupported {
+            op: op.name(),
+            device: self.kind(),
+        })
+    }
+
+    /// `dst = op(lhs, rhs)`; either source may be exactly `dst`.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn binary(&self, op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (lhs, rhs, dst);
+        Err(Error::Unsupported {
+            op: op.name(),
+            device: self.kind(),
+        })
+    }
+
+    /// `dst = lhs op rhs` into a `Bool` destination.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn compare(&self, op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (op, lhs, rhs, dst);
+        Err(Error::Unsupported {
+            op: "compare",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst = cond ? on_true : on_false` (cond is `Bool`).
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn where_cond(
+        &self,
+        cond: Src<'_>,
+        on_true: Src<'_>,
+        on_false: Src<'_>,
+        dst: Dst<'_>,
+    ) -> Result<()> {
+        let _ = (cond, on_true, on_false, dst);
+        Err(Error::Unsupported {
+            op: "where",
+            device: self.kind(),
+        })
+    }
+
+    /// Reduces `dims` (sorted, distinct) of `src`; `dst` has src's rank with
+    /// those dims set to 1.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn reduce(&self, op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
+        let _ = (op, src, dims, dst);
+        Err(Error::Unsupported {
+            op: "reduce",
+            device: self.kind(),
+        })
+    }
+
+    /// Index of the max/min along `dim`; `dst` (`I64`) has that dim set to 1.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
+        let _ = (op, src, dim, dst);
+        Err(Error::Unsupported {
+            op: "argmax",
+            device: self.kind(),
+        })
+    }
+
+    /// Softmax (or log-softmax) along `dim`, numerically stable.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
+        let _ = (src, dim, log, dst);
+        Err(Error::Unsupported {
+            op: "softmax",
+            device: self.kind(),
+        })
+    }
+
+    /// Batched matrix product: `lhs [.., m, k] @ rhs [.., k, n] -> dst [.., m, n]`.
+    /// Batch dims of `lhs`/`rhs` are already broadcast to `dst`'s (stride 0
+    /// allowed); `dst` is contiguous.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (lhs, rhs, dst);
+        Err(Error::Unsupported {
+            op: "matmul",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst` = slices of `src` along `dim` picked by the 1-D `indices` (I64/I32).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index outside `src`'s dim.
+    fn index_select(&self, src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (src, dim, indices, dst);
+        Err(Error::Unsupported {
+            op: "index_select",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst[i][j][k] = src[index[i][j][k]][j][k]` (for `dim == 0`), PyTorch `gather`.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index outside `src`'s dim.
+    fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        let _ = (src, dim, index, dst);
+        Err(Error::Unsupported {
+            op: "gather",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst.index_add_(dim, indices, src)`: slices of `src` added into `dst`
+    /// at the positions `indices` (the backward of `index_select`).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index outside `dst`'s dim.
+    fn index_add(&self, dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
+        let _ = (dst, dim, indices, src);
+        Err(Error::Unsupported {
+            op: "index_add",
+            device: self.kind(),
+        })
+    }
+
+    /// `dst.scatter_add_(dim, index, src)` (the backward of `gather`).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index outside `dst`'s dim.
+    fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
+        let _ = (dst, dim, index, src);
+        Err(Error::Unsupported {
+            op: "scatter_add",
+            device: self.kind(),
+        })
+    }
+}

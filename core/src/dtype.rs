@@ -1,0 +1,463 @@
+//! Element types.
+//!
+//! NOTE [Bool storage]
+//! `bool` elements are stored as one byte holding 0 or 1, and kernels treat
+//! them as `u8`; only the dtype tag tells them apart.
+
+use crate::error::{Error, Result};
+use half::{bf16, f16};
+
+/// The element type of a tensor.
+///
+/// ```
+/// use kael_core::DType;
+/// assert_eq!(DType::F16.size_in_bytes(), 2);
+/// assert!(DType::BF16.is_float());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DType {
+    /// 32-bit IEEE float.
+    F32,
+    /// 64-bit IEEE float.
+    F64,
+    /// 16-bit IEEE half.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// 64-bit signed integer.
+    I64,
+    /// 32-bit signed integer.
+    I32,
+    /// 8-bit unsigned integer.
+    U8,
+    /// Boolean, one byte per element (see NOTE [Bool storage]).
+    Bool,
+}
+
+impl DType {
+    /// All dtypes, in declaration order.
+    pub const ALL: [DType; 8] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I64,
+        DType::I32,
+        DType::U8,
+        DType::Bool,
+    ];
+
+    /// Bytes per element.
+    pub const fn size_in_bytes(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::U8 | DType::Bool => 1,
+        }
+    }
+
+    /// Whether this is a floating-point dtype.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// Whether this is an integer dtype (bool excluded).
+    pub const fn is_int(self) -> bool {
+        matches!(self, DType::I64 | DType::I32 | DType::U8)
+    }
+
+    /// Lower-case name, as PyTorch prints it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I64 => "int64",
+            DType::I32 => "int32",
+            DType::U8 => "uint8",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// Errors unless the dtype is floating point.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] naming `op`.
+    pub fn require_float(self, op: &'static str) -> Result<()> {
+        if self.is_float() {
+            Ok(())
+        } else {
+            Err(Error::UnsupportedDType {
+                op,
+                dtype: self,
+                supported: "f32, f64, f16, bf16",
+            })
+        }
+    }
+
+    /// Errors for `bool` (arithmetic is not defined on it).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] naming `op`.
+    pub fn require_numeric(self, op: &'static str) -> Result<()> {
+        if self == DType::Bool {
+            Err(Error::UnsupportedDType {
+                op,
+                dtype: self,
+                supported: "f32, f64, f16, bf16, i64, i32, u8",
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A Rust type that can be an element of a tensor.
+///
+/// Implemented for `f32`, `f64`, `half::f16`, `half::bf16`, `i64`, `i32`,
+/// `u8` and `bool`.
+///
+/// ```
+/// use kael_core::{DType, Element};
+/// assert_eq!(<f32 as Element>::DTYPE, DType::F32);
+/// assert_eq!(true.to_f64(), 1.0);
+/// ```
+pub trait Element:
+    Copy + PartialEq + core::fmt::Debug + 'static + crate::shared::MaybeSendSync
+{
+    /// The dtype tag.
+    const DTYPE: DType;
+    /// The plain-old-data type that storage holds (`u8` for `bool`).
+    type Repr: Scalar;
+    /// Into the storage representation.
+    fn to_repr(self) -> Self::Repr;
+    /// From the storage representation.
+    fn from_repr(r: Self::Repr) -> Self;
+    /// As f64 (exact for every dtype except large i64).
+    fn to_f64(self) -> f64 {
+        self.to_repr().to_f64()
+    }
+}
+
+/// A plain-old-data number that kernels compute with.
+///
+/// One per storage representation; kernels are written once over `Scalar`
+/// and instantiated by [`dispatch!`](crate::dispatch).
+pub trait Scalar:
+    bytemuck::Pod + PartialOrd + PartialEq + core::fmt::Debug + Default + crate::shared::MaybeSendSync
+{
+    /// The dtype whose storage representation this is (`U8` for bool too).
+    const DTYPE: DType;
+    /// Zero.
+    const ZERO: Self;
+    /// One.
+    const ONE: Self;
+    /// Converts from f64 (saturating for integers, NaN to 0).
+    fn from_f64(v: f64) -> Self;
+    /// Converts to f64.
+    fn to_f64(self) -> f64;
+    /// Addition (wrapping for integers).
+    fn add(self, o: Self) -> Self;
+    /// Subtraction (wrapping for integers).
+    fn sub(self, o: Self) -> Self;
+    /// Multiplication (wrapping for integers).
+    fn mul(self, o: Self) -> Self;
+    /// Division; integer division by zero yields 0 (callers refuse int div).
+    fn div(self, o: Self) -> Self;
+    /// Negation (wrapping for integers).
+    fn neg(self) -> Self;
+    /// Absolute value.
+    fn abs(self) -> Self;
+    /// Whether this is a NaN.
+    fn is_nan(self) -> bool {
+        false
+    }
+}
+
+macro_rules! int_scalar {
+    ($t:ty, $d:expr) => {
+        impl Scalar for $t {
+            const DTYPE: DType = $d;
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn add(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn sub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            fn mul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn div(self, o: Self) -> Self {
+                self.checked_div(o).unwrap_or(0)
+            }
+            fn neg(self) -> Self {
+                self.wrapping_neg()
+            }
+            #[allow(unused_comparisons)]
+            fn abs(self) -> Self {
+                if self < 0 { self.wrapping_neg() } else { self }
+            }
+        }
+    };
+}
+int_scalar!(i64, DType::I64);
+int_scalar!(i32, DType::I32);
+int_scalar!(u8, DType::U8);
+
+macro_rules! float_scalar {
+    ($t:ty, $d:expr) => {
+        impl Scalar for $t {
+            const DTYPE: DType = $d;
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            fn sub(self, o: Self) -> Self {
+                self - o
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn div(self, o: Self) -> Self {
+                self / o
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn abs(self) -> Self {
+                if self < 0.0 { -self } else { self }
+            }
+            fn is_nan(self) -> bool {
+                self != self
+            }
+        }
+    };
+}
+float_scalar!(f32, DType::F32);
+float_scalar!(f64, DType::F64);
+
+macro_rules! half_scalar {
+    ($t:ty, $d:expr) => {
+        impl Scalar for $t {
+            const DTYPE: DType = $d;
+            const ZERO: Self = <$t>::ZERO;
+            const ONE: Self = <$t>::ONE;
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            fn add(self, o: Self) -> Self {
+                <$t>::from_f32(self.to_f32() + o.to_f32())
+            }
+            fn sub(self, o: Self) -> Self {
+                <$t>::from_f32(self.to_f32() - o.to_f32())
+            }
+            fn mul(self, o: Self) -> Self {
+                <$t>::from_f32(self.to_f32() * o.to_f32())
+            }
+            fn div(self, o: Self) -> Self {
+                <$t>::from_f32(self.to_f32() / o.to_f32())
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn abs(self) -> Self {
+                <$t>::from_f32(libm::fabsf(self.to_f32()))
+            }
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+        }
+    };
+}
+half_scalar!(f16, DType::F16);
+half_scalar!(bf16, DType::BF16);
+
+/// Floating-point math for kernels. `f16`/`bf16` compute in `f32`.
+pub trait Float: Scalar {
+    /// Applies an f32 function (for half types) or the native-width one.
+    fn map_f(self, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Self;
+    /// Applies a binary function.
+    fn map2_f(self, o: Self, f32f: fn(f32, f32) -> f32, f64f: fn(f64, f64) -> f64) -> Self;
+}
+
+impl Float for f32 {
+    fn map_f(self, f: fn(f32) -> f32, _: fn(f64) -> f64) -> Self {
+        f(self)
+    }
+    fn map2_f(self, o: Self, f: fn(f32, f32) -> f32, _: fn(f64, f64) -> f64) -> Self {
+        f(self, o)
+    }
+}
+impl Float for f64 {
+    fn map_f(self, _: fn(f32) -> f32, f: fn(f64) -> f64) -> Self {
+        f(self)
+    }
+    fn map2_f(self, o: Self, _: fn(f32, f32) -> f32, f: fn(f64, f64) -> f64) -> Self {
+        f(self, o)
+    }
+}
+impl Float for f16 {
+    fn map_f(self, f: fn(f32) -> f32, _: fn(f64) -> f64) -> Self {
+        f16::from_f32(f(self.to_f32()))
+    }
+    fn map2_f(self, o: Self, f: fn(f32, f32) -> f32, _: fn(f64, f64) -> f64) -> Self {
+        f16::from_f32(f(self.to_f32(), o.to_f32()))
+    }
+}
+impl Float for bf16 {
+    fn map_f(self, f: fn(f32) -> f32, _: fn(f64) -> f64) -> Self {
+        bf16::from_f32(f(self.to_f32()))
+    }
+    fn map2_f(self, o: Self, f: fn(f32, f32) -> f32, _: fn(f64, f64) -> f64) -> Self {
+        bf16::from_f32(f(self.to_f32(), o.to_f32()))
+    }
+}
+
+macro_rules! element_self {
+    ($t:ty, $d:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            type Repr = $t;
+            fn to_repr(self) -> $t {
+                self
+            }
+            fn from_repr(r: $t) -> Self {
+                r
+            }
+        }
+    };
+}
+element_self!(f32, DType::F32);
+element_self!(f64, DType::F64);
+element_self!(f16, DType::F16);
+element_self!(bf16, DType::BF16);
+element_self!(i64, DType::I64);
+element_self!(i32, DType::I32);
+element_self!(u8, DType::U8);
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    type Repr = u8;
+    fn to_repr(self) -> u8 {
+        self as u8
+    }
+    fn from_repr(r: u8) -> Self {
+        r != 0
+    }
+}
+
+/// Runs `$body` with `$T` bound to the storage representation of `$dtype`.
+///
+/// ```ignore
+/// dispatch!(dtype, T => kernel::<T>(..))
+/// ```
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::U8 | $crate::DType::Bool => {
+                type $T = u8;
+                $body
+            }
+        }
+    };
+}
+
+/// Like [`dispatch!`] but only for float dtypes; `$else` for the others.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch_float {
+    ($dtype:expr, $T:ident => $body:expr, _ => $else:expr) => {
+        match $dtype {
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
+            _ => $else,
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_match_pytorch() {
+        let sizes: [usize; 8] = DType::ALL.map(|d| d.size_in_bytes());
+        assert_eq!(sizes, [4, 8, 2, 2, 8, 4, 1, 1]);
+    }
+
+    #[test]
+    fn integer_conversion_saturates() {
+        assert_eq!(<u8 as Scalar>::from_f64(300.0), 255);
+        assert_eq!(<u8 as Scalar>::from_f64(-3.0), 0);
+        assert_eq!(<i32 as Scalar>::from_f64(-2.7), -2);
+        assert_eq!(<i64 as Scalar>::from_f64(f64::NAN), 0);
+    }
+
+    #[test]
+    fn bool_round_trips_through_u8() {
+        assert_eq!(true.to_repr(), 1u8);
+        assert!(!bool::from_repr(0));
+        assert!(bool::from_repr(7));
+    }
+}

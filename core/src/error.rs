@@ -1,0 +1,321 @@
+//! The one error type. Every public operation returns [`Result`].
+//!
+//! Each variant names the operation, carries the offending values, and its
+//! `Display` text ends with the fix.
+
+use crate::device::DeviceKind;
+use crate::dtype::DType;
+use core::fmt;
+
+/// `core::result::Result` with kael's [`Error`].
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// Everything that can go wrong in kael.
+///
+/// ```
+/// use kael_core::{Device, Error, Tensor};
+/// let t = Tensor::zeros(&[2, 3], kael_core::DType::F32, &Device::cpu())?;
+/// let e = t.narrow(5, 0, 1).unwrap_err();
+/// assert!(matches!(e, Error::DimOutOfRange { op: "narrow", dim: 5, rank: 2 }));
+/// assert!(e.to_string().contains("-2..2"));
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Error {
+    // === Shape errors ===
+    /// A dimension index outside `-rank..rank`.
+    DimOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The dimension passed.
+        dim: isize,
+        /// The tensor's rank.
+        rank: usize,
+    },
+    /// More than [`crate::MAX_RANK`] dimensions.
+    RankTooLarge {
+        /// The rank requested.
+        rank: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// Wrong rank for the operation.
+    RankMismatch {
+        /// The operation.
+        op: &'static str,
+        /// What the operation needs, in words ("2", "at least 1").
+        expected: &'static str,
+        /// The rank received.
+        got: usize,
+    },
+    /// Two shapes that cannot be broadcast together.
+    BroadcastMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Left shape.
+        lhs: ErrShape,
+        /// Right shape.
+        rhs: ErrShape,
+    },
+    /// Two shapes that must agree and do not.
+    ShapeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Shape expected.
+        expected: ErrShape,
+        /// Shape received.
+        got: ErrShape,
+    },
+    /// A new shape with a different number of elements.
+    ElementCountMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Elements in the tensor.
+        numel: usize,
+        /// The shape asked for.
+        shape: ErrShape,
+    },
+    /// `view` on strides that cannot express the new shape.
+    ViewNotPossible {
+        /// The operation.
+        op: &'static str,
+        /// Current shape.
+        shape: ErrShape,
+        /// Current strides.
+        strides: ErrShape,
+    },
+
+    // === Index and bounds errors ===
+    /// An index (or a range end) outside a dimension.
+    IndexOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The index passed.
+        index: i64,
+        /// The size of the dimension.
+        size: usize,
+    },
+    /// A layout that would reach past the end of its storage.
+    OutOfBounds {
+        /// The operation.
+        op: &'static str,
+        /// One past the last element the layout reaches.
+        reach: usize,
+        /// Elements the storage holds.
+        storage_len: usize,
+    },
+
+    // === Type and device errors ===
+    /// Operands of different dtypes.
+    DTypeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The dtype expected.
+        expected: DType,
+        /// The dtype received.
+        got: DType,
+    },
+    /// An operation that does not exist for a dtype.
+    UnsupportedDType {
+        /// The operation.
+        op: &'static str,
+        /// The dtype.
+        dtype: DType,
+        /// Which dtypes work.
+        supported: &'static str,
+    },
+    /// Operands on different devices.
+    DeviceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Device of the first operand.
+        lhs: DeviceKind,
+        /// Device of the other operand.
+        rhs: DeviceKind,
+    },
+    /// An operation that a backend does not implement.
+    Unsupported {
+        /// The operation.
+        op: &'static str,
+        /// The backend.
+        device: DeviceKind,
+    },
+
+    // === Memory errors ===
+    /// An allocator could not provide the bytes.
+    OutOfMemory {
+        /// Bytes requested.
+        requested: usize,
+        /// Bytes still free in that allocator, where it knows.
+        available: Option<usize>,
+    },
+    /// An in-place write into a tensor where several positions share one element.
+    InternalOverlap {
+        /// The operation.
+        op: &'static str,
+    },
+    /// Two threads touched one storage at once (a reader and a writer).
+    BorrowConflict {
+        /// The operation.
+        op: &'static str,
+    },
+
+    // === Argument errors ===
+    /// Any other invalid argument, with the reason and the fix.
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong and how to fix it.
+        reason: &'static str,
+    },
+
+    // === Autograd errors ===
+    /// An autograd rule that was violated.
+    Autograd {
+        /// The operation (or grad_fn name) concerned.
+        op: &'static str,
+        /// What is wrong and how to fix it.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::DimOutOfRange { op, dim, rank } => {
+                let r = *rank as isize;
+                if *rank == 0 {
+                    write!(
+                        f,
+                        "{op}: dimension {dim} is out of range for a rank-0 tensor; unsqueeze it first or use a whole-tensor op"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "{op}: dimension {dim} is out of range for a rank-{rank} tensor; pass a dim in {}..{r}",
+                        -r
+                    )
+                }
+            }
+            Error::RankTooLarge { rank, max } => write!(
+                f,
+                "rank {rank} exceeds the maximum rank {max}; flatten some dimensions first"
+            ),
+            Error::RankMismatch { op, expected, got } => write!(
+                f,
+                "{op}: expected a tensor of rank {expected}, got rank {got}; reshape or unsqueeze the input"
+            ),
+            Error::BroadcastMismatch { op, lhs, rhs } => write!(
+                f,
+                "{op}: shapes {lhs:?} and {rhs:?} cannot be broadcast (sizes must match or be 1, aligned from the right); reshape or expand one operand"
+            ),
+            Error::ShapeMismatch { op, expected, got } => write!(
+                f,
+                "{op}: expected shape {expected:?}, got {got:?}; make the shapes agree"
+            ),
+            Error::ElementCountMismatch { op, numel, shape } => write!(
+                f,
+                "{op}: shape {shape:?} does not hold {numel} elements; choose sizes whose product is {numel}"
+            ),
+            Error::ViewNotPossible { op, shape, strides } => write!(
+                f,
+                "{op}: a tensor of shape {shape:?} and strides {strides:?} cannot be viewed with that shape without copying; use reshape() or call contiguous() first"
+            ),
+            Error::IndexOutOfRange { op, index, size } => write!(
+                f,
+                "{op}: index {index} is out of range for a dimension of size {size}; pass an index in 0..{size}"
+            ),
+            Error::OutOfBounds {
+                op,
+                reach,
+                storage_len,
+            } => write!(
+                f,
+                "{op}: the layout reaches element {reach} but the storage holds {storage_len} elements; choose a size, stride and offset that stay inside the storage"
+            ),
+            Error::DTypeMismatch { op, expected, got } => write!(
+                f,
+                "{op}: expected dtype {expected:?}, got {got:?}; convert with to_dtype(DType::{expected:?})"
+            ),
+            Error::UnsupportedDType {
+                op,
+                dtype,
+                supported,
+            } => write!(
+                f,
+                "{op}: dtype {dtype:?} is not supported (supported: {supported}); convert with to_dtype() first"
+            ),
+            Error::DeviceMismatch { op, lhs, rhs } => write!(
+                f,
+                "{op}: operands are on different devices ({lhs:?} and {rhs:?}); move one with to_device() first"
+            ),
+            Error::Unsupported { op, device } => write!(
+                f,
+                "{op}: not implemented on the {device:?} backend; move the tensor to a device that implements it (e.g. Device::cpu())"
+            ),
+            Error::OutOfMemory {
+                requested,
+                available,
+            } => match available {
+                Some(a) => write!(
+                    f,
+                    "out of memory: {requested} bytes requested, {a} bytes free in the allocator; free tensors or give the allocator more memory"
+                ),
+                None => write!(
+                    f,
+                    "out of memory: {requested} bytes requested; free tensors or give the allocator more memory"
+                ),
+            },
+            Error::InternalOverlap { op } => write!(
+                f,
+                "{op}: the destination has several positions mapping to one element (e.g. the result of expand); call deep_clone() first"
+            ),
+            Error::BorrowConflict { op } => write!(
+                f,
+                "{op}: the storage is being written or read by another thread at the same time; synchronise the threads or work on a deep_clone()"
+            ),
+            Error::InvalidArgument { op, reason } => write!(f, "{op}: {reason}"),
+            Error::Autograd { op, reason } => write!(f, "{op}: {reason}"),
+        }
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// A shape (or strides) carried by an error, compactly: keeps `Result`
+/// small (on a microcontroller, `Result<Tensor>` lives on the stack).
+/// Sizes above `u32::MAX` print saturated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ErrShape {
+    dims: [u32; crate::shape::MAX_RANK],
+    rank: u8,
+}
+
+impl ErrShape {
+    /// Records `dims` (at most `MAX_RANK` entries are kept).
+    pub fn of(dims: &[usize]) -> Self {
+        let mut out = Self {
+            dims: [0; crate::shape::MAX_RANK],
+            rank: 0,
+        };
+        for (slot, &d) in out.dims.iter_mut().zip(dims) {
+            *slot = u32::try_from(d).unwrap_or(u32::MAX);
+            out.rank += 1;
+        }
+        out
+    }
+
+    /// The recorded sizes.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.dims[..self.rank as usize]
+    }
+}
+
+impl fmt::Debug for ErrShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}

@@ -1,0 +1,371 @@
+//! Storage: the bytes behind one or more tensors.
+//!
+//! INVARIANTS (of [`Storage`]):
+//! 1. A storage uniquely owns its byte range: two storages never alias
+//!    (PyTorch's StorageImpl invariant), so `shares_storage` is pointer
+//!    identity of the `Storage` and aliasing is decidable without comparing
+//!    addresses.
+//! 2. `ptr` is valid for `nbytes` bytes, aligned to [`BUFFER_ALIGN`], for the
+//!    storage's whole life: it either came from `owner`'s allocator (and goes
+//!    back to it on drop) or belongs to an external owner kept alive here.
+//! 3. Host-memory bytes are always initialised (allocated zeroed).
+//! 4. External storage is read-only (a memory map may be mapped read-only).
+//! 5. `Storage` is not `Clone`: it is shared only through its pointer,
+//!    because cloning can fail (out of memory) and would break 1.
+//!
+//! NOTE [Version counter]
+//! The version counter lives here, not on the tensor, because writes can
+//! arrive through any view or through `detach()`; only the storage is common
+//! to all of them. Every in-place operation bumps it once; autograd compares
+//! it against the version it recorded when it saved a tensor.
+
+use crate::allocator::{Allocator, BUFFER_ALIGN};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::shared::{BorrowFlag, Counter, MaybeSendSync, Shared};
+use core::alloc::Layout as MemLayout;
+use core::ptr::NonNull;
+
+/// Something that keeps externally owned bytes alive (e.g. a memory map).
+pub trait ExternalOwner: MaybeSendSync {}
+impl<T: MaybeSendSync + ?Sized> ExternalOwner for T {}
+
+enum Owner {
+    Allocated {
+        allocator: Shared<dyn Allocator>,
+        layout: MemLayout,
+    },
+    External {
+        _owner: Shared<dyn ExternalOwner>,
+    },
+}
+
+/// A run of bytes on one device, with a version counter.
+///
+/// See the invariants and NOTE [Version counter] in this module.
+///
+/// ```
+/// use kael_core::{Device, Storage};
+/// let s = Storage::zeroed(16, &Device::cpu())?;
+/// assert_eq!(s.nbytes(), 16);
+/// assert_eq!(s.version(), 0);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub struct Storage {
+    ptr: NonNull<u8>,
+    nbytes: usize,
+    owner: Owner,
+    device: Device,
+    version: Counter,
+    borrow: BorrowFlag,
+}
+
+// SAFETY: the raw pointer is owned uniquely by this storage (invariant 1);
+// concurrent access to the bytes goes through `borrow` (readers/writer flag),
+// and everything else is `Send + Sync` in sync mode (`MaybeSendSync`).
+#[cfg(feature = "sync")]
+unsafe impl Send for Storage {}
+// SAFETY: as above.
+#[cfg(feature = "sync")]
+unsafe impl Sync for Storage {}
+
+impl Storage {
+    /// `nbytes` zeroed bytes from the device's allocator.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the allocator refuses.
+    pub fn zeroed(nbytes: usize, device: &Device) -> Result<Self> {
+        Self::zeroed_in(nbytes, device, device.allocator())
+    }
+
+    /// `nbytes` zeroed bytes from a chosen allocator.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the allocator refuses.
+    pub fn zeroed_in(
+        nbytes: usize,
+        device: &Device,
+        allocator: Shared<dyn Allocator>,
+    ) -> Result<Self> {
+        let layout =
+            MemLayout::from_size_align(nbytes, BUFFER_ALIGN).map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        let ptr = allocator.allocate_zeroed(layout)?;
+        Ok(Self {
+            ptr,
+            nbytes,
+            owner: Owner::Allocated { allocator, layout },
+            device: device.clone(),
+            version: Counter::new(0),
+            borrow: BorrowFlag::new(),
+        })
+    }
+
+    /// Wraps bytes owned by `owner` (e.g. a memory map) without copying.
+    /// The storage is read-only.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of `nbytes` bytes for as long as `owner`
+    /// is alive, aligned to 16 bytes, and not written by anyone while this
+    /// storage exists.
+    pub unsafe fn from_external(
+        ptr: NonNull<u8>,
+        nbytes: usize,
+        owner: Shared<dyn ExternalOwner>,
+        device: &Device,
+    ) -> Self {
+        Self {
+            ptr,
+            nbytes,
+            owner: Owner::External { _owner: owner },
+            device: device.clone(),
+            version: Counter::new(0),
+            borrow: BorrowFlag::new(),
+        }
+    }
+
+    /// Wraps host bytes that `owner` exposes through `AsRef<[u8]>`, without
+    /// copying. Fails unless the bytes are 16-byte aligned.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when misaligned.
+    ///
+    /// ```
+    /// use kael_core::{Device, Storage};
+    /// #[repr(align(16))]
+    /// struct Aligned([u8; 8]);
+    /// impl AsRef<[u8]> for Aligned { fn as_ref(&self) -> &[u8] { &self.0 } }
+    /// let s = Storage::from_owner(Aligned([1; 8]), &Device::cpu())?;
+    /// assert!(s.is_external());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn from_owner<O: AsRef<[u8]> + ExternalOwner + 'static>(
+        owner: O,
+        device: &Device,
+    ) -> Result<Self> {
+        let owner = Shared::new(owner);
+        let bytes: &[u8] = (*owner).as_ref();
+        if bytes.as_ptr() as usize % BUFFER_ALIGN != 0 {
+            return Err(Error::InvalidArgument {
+                op: "Storage::from_owner",
+                reason: "external bytes must be 16-byte aligned; copy them into a tensor instead",
+            });
+        }
+        let nbytes = bytes.len();
+        let ptr = NonNull::from(bytes).cast::<u8>();
+        let owner: Shared<dyn ExternalOwner> = owner;
+        // SAFETY: `ptr`/`nbytes` come from `owner.as_ref()`, and `owner` is a
+        // shared, never-mutated allocation kept alive by the storage; its
+        // heap contents do not move while it lives.
+        Ok(unsafe { Self::from_external(ptr, nbytes, owner, device) })
+    }
+
+    /// Size in bytes.
+    pub fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    /// The device the bytes live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The raw data pointer (host address, or device address for device memory).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Whether the bytes belong to an external owner (read-only).
+    pub fn is_external(&self) -> bool {
+        matches!(self.owner, Owner::External { .. })
+    }
+
+    /// The allocator that owns the bytes (`None` for external storage).
+    pub fn allocator(&self) -> Option<&Shared<dyn Allocator>> {
+        match &self.owner {
+            Owner::Allocated { allocator, .. } => Some(allocator),
+            Owner::External { .. } => None,
+        }
+    }
+
+    /// The version counter's value (see NOTE [Version counter]).
+    pub fn version(&self) -> usize {
+        self.version.get()
+    }
+
+    /// Records one in-place modification.
+    pub fn bump_version(&self) {
+        self.version.bump();
+    }
+
+    /// Shared read access to host bytes.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for device memory, [`Error::BorrowConflict`]
+    /// while another thread writes.
+    pub fn read(&self, op: &'static str) -> Result<ReadGuard<'_>> {
+        if !self.device.is_host_memory() {
+            return Err(Error::Unsupported {
+                op,
+                device: self.device.kind(),
+            });
+        }
+        if !self.borrow.try_read() {
+            return Err(Error::BorrowConflict { op });
+        }
+        Ok(ReadGuard { storage: self })
+    }
+
+    /// Exclusive write access to host bytes.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for device memory, [`Error::InvalidArgument`]
+    /// for external (read-only) storage, [`Error::BorrowConflict`] while
+    /// another thread reads or writes.
+    pub fn write(&self, op: &'static str) -> Result<WriteGuard<'_>> {
+        if !self.device.is_host_memory() {
+            return Err(Error::Unsupported {
+                op,
+                device: self.device.kind(),
+            });
+        }
+        if self.is_external() {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "the tensor's storage is external and read-only (e.g. a memory map); call deep_clone() first",
+            });
+        }
+        if !self.borrow.try_write() {
+            return Err(Error::BorrowConflict { op });
+        }
+        Ok(WriteGuard { storage: self })
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Owner::Allocated { allocator, layout } = &self.owner {
+            // SAFETY: `ptr` came from `allocator.allocate_zeroed(layout)`
+            // (invariant 2) and is never used after the storage drops.
+            unsafe { allocator.deallocate(self.ptr, *layout) };
+        }
+    }
+}
+
+impl core::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Storage")
+            .field("nbytes", &self.nbytes)
+            .field("device", &self.device.kind())
+            .field("version", &self.version())
+            .field("external", &self.is_external())
+            .finish()
+    }
+}
+
+/// Shared access to a storage's host bytes; released on drop.
+pub struct ReadGuard<'a> {
+    storage: &'a Storage,
+}
+
+impl ReadGuard<'_> {
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: invariant 2 (valid, initialised host bytes for `nbytes`);
+        // the read flag excludes writers while this guard lives.
+        unsafe { core::slice::from_raw_parts(self.storage.ptr.as_ptr(), self.storage.nbytes) }
+    }
+}
+
+impl Drop for ReadGuard<'_> {
+    fn drop(&mut self) {
+        self.storage.borrow.release_read();
+    }
+}
+
+/// Exclusive access to a storage's host bytes; released on drop.
+pub struct WriteGuard<'a> {
+    storage: &'a Storage,
+}
+
+impl WriteGuard<'_> {
+    /// The bytes, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: invariant 2 (valid, initialised, owned host bytes); the
+        // write flag excludes every other reader and writer while this guard
+        // lives, and `&mut self` prevents two slices from one guard.
+        unsafe { core::slice::from_raw_parts_mut(self.storage.ptr.as_ptr(), self.storage.nbytes) }
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        self.storage.borrow.release_write();
+    }
+}
+
+/// Views `bytes` as elements of `T`, ignoring a trailing partial element.
+pub(crate) fn typed<T: bytemuck::Pod>(bytes: &[u8]) -> Result<&[T]> {
+    let n = bytes.len() / core::mem::size_of::<T>();
+    bytemuck::try_cast_slice(&bytes[..n * core::mem::size_of::<T>()]).map_err(|_| {
+        Error::InvalidArgument {
+            op: "storage",
+            reason: "storage bytes are misaligned for this dtype; deep_clone() the tensor",
+        }
+    })
+}
+
+/// Mutable version of [`typed`].
+pub(crate) fn typed_mut<T: bytemuck::Pod>(bytes: &mut [u8]) -> Result<&mut [T]> {
+    let n = bytes.len() / core::mem::size_of::<T>();
+    bytemuck::try_cast_slice_mut(&mut bytes[..n * core::mem::size_of::<T>()]).map_err(|_| {
+        Error::InvalidArgument {
+            op: "storage",
+            reason: "storage bytes are misaligned for this dtype; deep_clone() the tensor",
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reader_blocks_writer_and_vice_versa() {
+        let s = Storage::zeroed(8, &Device::cpu()).unwrap();
+        let r = s.read("t").unwrap();
+        assert!(matches!(s.write("t"), Err(Error::BorrowConflict { .. })));
+        drop(r);
+        let w = s.write("t").unwrap();
+        assert!(matches!(s.read("t"), Err(Error::BorrowConflict { .. })));
+        drop(w);
+        assert!(s.read("t").is_ok());
+    }
+
+    #[test]
+    fn storage_returns_its_bytes_to_the_allocator() {
+        let dev = Device::cpu();
+        let before = dev.allocator().stats().in_use;
+        let s = Storage::zeroed(64, &dev).unwrap();
+        assert_eq!(dev.allocator().stats().in_use, before + 64);
+        drop(s);
+        assert_eq!(dev.allocator().stats().in_use, before);
+    }
+
+    #[test]
+    fn external_storage_is_read_only() {
+        #[repr(align(16))]
+        struct A([u8; 4]);
+        impl AsRef<[u8]> for A {
+            fn as_ref(&self) -> &[u8] {
+                &self.0
+            }
+        }
+        let s = Storage::from_owner(A([1, 2, 3, 4]), &Device::cpu()).unwrap();
+        assert_eq!(s.read("t").unwrap().bytes(), &[1, 2, 3, 4]);
+        let e = s.write("t").err().unwrap();
+        assert!(alloc::string::ToString::to_string(&e).contains("deep_clone"));
+    }
+}

@@ -1,0 +1,552 @@
+//! Constructors, reading values out, copies, casts and device moves.
+
+use super::{Placement, Tensor, TensorImpl};
+use crate::device::Device;
+use crate::dtype::{DType, Element, Scalar};
+use crate::error::{ErrShape, Error, Result};
+use crate::layout::Layout;
+use crate::rng::Rng;
+use crate::shape::{Dims, MAX_RANK, checked_numel};
+use crate::shared::Shared;
+use crate::storage::Storage;
+use alloc::vec::Vec;
+
+/// A shape argument: sizes, where `-1` may stand for one inferred size
+/// (`view`, `reshape`) or "keep this size" (`expand`).
+///
+/// Implemented for slices, arrays and `Vec`s of `usize`, `isize` and `i32`,
+/// so both `&[2, -1]` and a `&[usize]` variable work.
+pub trait ShapeSpec {
+    /// The sizes as signed integers.
+    ///
+    /// # Errors
+    /// [`Error::RankTooLarge`], or a size that does not fit `isize`.
+    fn spec(&self) -> Result<heapless::Vec<isize, MAX_RANK>>;
+}
+
+macro_rules! shape_spec {
+    ($($t:ty),*) => {$(
+        impl ShapeSpec for [$t] {
+            fn spec(&self) -> Result<heapless::Vec<isize, MAX_RANK>> {
+                let mut v = heapless::Vec::new();
+                for &d in self {
+                    let d = isize::try_from(d).map_err(|_| Error::InvalidArgument {
+                        op: "shape",
+                        reason: "a size does not fit in isize; use smaller sizes",
+                    })?;
+                    v.push(d).map_err(|_| Error::RankTooLarge { rank: self.len(), max: MAX_RANK })?;
+                }
+                Ok(v)
+            }
+        }
+        impl<const N: usize> ShapeSpec for [$t; N] {
+            fn spec(&self) -> Result<heapless::Vec<isize, MAX_RANK>> {
+                self[..].spec()
+            }
+        }
+        impl ShapeSpec for Vec<$t> {
+            fn spec(&self) -> Result<heapless::Vec<isize, MAX_RANK>> {
+                self[..].spec()
+            }
+        }
+    )*};
+}
+shape_spec!(usize, isize, i32, i64);
+
+impl ShapeSpec for Dims {
+    fn spec(&self) -> Result<heapless::Vec<isize, MAX_RANK>> {
+        self.as_slice().spec()
+    }
+}
+
+/// Resolves a view/reshape spec with at most one `-1` against `numel`.
+pub(crate) fn infer_shape(op: &'static str, spec: &[isize], numel: usize) -> Result<Dims> {
+    let mut infer = None;
+    let mut known = 1usize;
+    for (i, &d) in spec.iter().enumerate() {
+        if d == -1 {
+            if infer.is_some() {
+                return Err(Error::InvalidArgument {
+                    op,
+                    reason: "only one dimension can be -1 (inferred)",
+                });
+            }
+            infer = Some(i);
+        } else if d < 0 {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "sizes must be non-negative, or -1 for one inferred size",
+            });
+        } else {
+            known = known.saturating_mul(d as usize);
+        }
+    }
+    let mut out = Dims::new();
+    for &d in spec {
+        out.push(if d < 0 { 0 } else { d as usize })?;
+    }
+    if let Some(i) = infer {
+        if known == 0 || numel % known != 0 {
+            return Err(Error::ElementCountMismatch {
+                op,
+                numel,
+                shape: ErrShape::of(&out),
+            });
+        }
+        out[i] = numel / known;
+    }
+    if out.numel() != numel {
+        return Err(Error::ElementCountMismatch {
+            op,
+            numel,
+            shape: ErrShape::of(&out),
+        });
+    }
+    Ok(out)
+}
+
+impl Tensor {
+    /// A new contiguous, zero-filled tensor (the allocation primitive).
+    pub(crate) fn alloc(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        let numel = checked_numel("alloc", shape)?;
+        let nbytes = numel
+            .checked_mul(dtype.size_in_bytes())
+            .ok_or(Error::OutOfMemory {
+                requested: usize::MAX,
+                available: None,
+            })?;
+        let storage = Shared::new(Storage::zeroed(nbytes, device)?);
+        Tensor::from_storage(storage, Layout::contiguous(shape)?, dtype)
+    }
+
+    /// A tensor of zeros.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::RankTooLarge`].
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// let t = Tensor::zeros(&[2, 3], DType::F32, &Device::cpu())?;
+    /// assert_eq!(t.to_vec::<f32>()?, vec![0.0; 6]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn zeros(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::alloc(shape, dtype, device)
+    }
+
+    /// A tensor of ones.
+    ///
+    /// # Errors
+    /// As [`Tensor::zeros`].
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// assert_eq!(Tensor::ones(&[2], DType::I64, &Device::cpu())?.to_vec::<i64>()?, vec![1, 1]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn ones(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full(shape, 1.0, dtype, device)
+    }
+
+    /// A tensor filled with `value` (converted to `dtype`).
+    ///
+    /// # Errors
+    /// As [`Tensor::zeros`].
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// assert_eq!(Tensor::full(&[3], 2.5, DType::F32, &Device::cpu())?.to_vec::<f32>()?, vec![2.5; 3]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
+        let t = Tensor::alloc(shape, dtype, device)?;
+        if value != 0.0 {
+            t.with_src(|d| device.backend().fill(d, value))?;
+        }
+        Ok(t)
+    }
+
+    /// A rank-0 tensor holding `value`.
+    ///
+    /// # Errors
+    /// As [`Tensor::zeros`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// assert_eq!(Tensor::scalar(3.0f32, &Device::cpu())?.item::<f32>()?, 3.0);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn scalar<T: Element>(value: T, device: &Device) -> Result<Tensor> {
+        Tensor::from_slice(&[value], &[], device)
+    }
+
+    /// A tensor holding `data` (row-major) with `shape`.
+    ///
+    /// # Errors
+    /// [`Error::ElementCountMismatch`] when `data.len()` is not the shape's element count.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &Device::cpu())?;
+    /// assert_eq!(t.shape(), &[2, 2]);
+    /// assert!(Tensor::from_slice(&[1.0f32, 2.0], &[3], &Device::cpu()).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize], device: &Device) -> Result<Tensor> {
+        let numel = checked_numel("from_slice", shape)?;
+        if numel != data.len() {
+            return Err(Error::ElementCountMismatch {
+                op: "from_slice",
+                numel: data.len(),
+                shape: ErrShape::of(shape),
+            });
+        }
+        let t = Tensor::alloc(shape, T::DTYPE, device)?;
+        let mut reprs: Vec<T::Repr> = Vec::new();
+        reprs
+            .try_reserve_exact(data.len())
+            .map_err(|_| Error::OutOfMemory {
+                requested: core::mem::size_of_val(data),
+                available: None,
+            })?;
+        reprs.extend(data.iter().map(|&x| x.to_repr()));
+        let storage = t.storage();
+        device
+            .backend()
+            .write_bytes(&storage, 0, bytemuck::cast_slice(&reprs))?;
+        Ok(t)
+    }
+
+    /// `[start, start+1, ...)` up to (excluding) `end`.
+    ///
+    /// # Errors
+    /// As [`Tensor::arange_step`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// assert_eq!(Tensor::arange(0.0f32, 4.0, &Device::cpu())?.to_vec::<f32>()?, vec![0.0, 1.0, 2.0, 3.0]);
+    /// assert_eq!(Tensor::arange(2i64, 5, &Device::cpu())?.to_vec::<i64>()?, vec![2, 3, 4]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn arange<T: Element>(start: T, end: T, device: &Device) -> Result<Tensor> {
+        Tensor::arange_step(start, end, 1.0, device)
+    }
+
+    /// `start, start+step, ...` while below `end` (above, for a negative step).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero or non-finite step; bool dtype.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// assert_eq!(Tensor::arange_step(1.0f64, 0.0, -0.25, &Device::cpu())?.to_vec::<f64>()?, vec![1.0, 0.75, 0.5, 0.25]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn arange_step<T: Element>(start: T, end: T, step: f64, device: &Device) -> Result<Tensor> {
+        T::DTYPE.require_numeric("arange")?;
+        let (s, e) = (start.to_f64(), end.to_f64());
+        if step == 0.0 || !step.is_finite() || !s.is_finite() || !e.is_finite() {
+            return Err(Error::InvalidArgument {
+                op: "arange",
+                reason: "step must be finite and non-zero, bounds finite",
+            });
+        }
+        let n = libm::ceil((e - s) / step);
+        let n = if n > 0.0 { n as usize } else { 0 };
+        let mut v: Vec<T::Repr> = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+            requested: n,
+            available: None,
+        })?;
+        v.extend((0..n).map(|i| <T::Repr as Scalar>::from_f64(s + i as f64 * step)));
+        let t = Tensor::alloc(&[n], T::DTYPE, device)?;
+        device
+            .backend()
+            .write_bytes(&t.storage(), 0, bytemuck::cast_slice(&v))?;
+        Ok(t)
+    }
+
+    /// The `n x n` identity matrix.
+    ///
+    /// # Errors
+    /// As [`Tensor::zeros`].
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// assert_eq!(Tensor::eye(2, DType::F32, &Device::cpu())?.to_vec::<f32>()?, vec![1.0, 0.0, 0.0, 1.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn eye(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        let t = Tensor::alloc(&[n, n], dtype, device)?;
+        t.diagonal(0, 0, 1)?.fill_(1.0)?;
+        Ok(t)
+    }
+
+    /// Uniform samples in `[0, 1)` from `rng` (float dtypes).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for non-float dtypes.
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Rng, Tensor};
+    /// let t = Tensor::rand(&[100], DType::F32, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert!(t.to_vec::<f32>()?.iter().all(|x| (0.0..1.0).contains(x)));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn rand(shape: &[usize], dtype: DType, device: &Device, rng: &mut Rng) -> Result<Tensor> {
+        dtype.require_float("rand")?;
+        Tensor::from_fn_f64(shape, dtype, device, || rng.uniform())
+    }
+
+    /// Standard normal samples from `rng` (float dtypes).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for non-float dtypes.
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Rng, Tensor};
+    /// let a = Tensor::randn(&[4, 3], DType::F32, &Device::cpu(), &mut Rng::new(1))?;
+    /// let b = Tensor::randn(&[4, 3], DType::F32, &Device::cpu(), &mut Rng::new(1))?;
+    /// assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?); // seeded: reproducible
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn randn(shape: &[usize], dtype: DType, device: &Device, rng: &mut Rng) -> Result<Tensor> {
+        dtype.require_float("randn")?;
+        Tensor::from_fn_f64(shape, dtype, device, || rng.normal())
+    }
+
+    fn from_fn_f64(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+        mut f: impl FnMut() -> f64,
+    ) -> Result<Tensor> {
+        let numel = checked_numel("rand", shape)?;
+        let mut v: Vec<f64> = Vec::new();
+        v.try_reserve_exact(numel).map_err(|_| Error::OutOfMemory {
+            requested: numel * 8,
+            available: None,
+        })?;
+        v.extend((0..numel).map(|_| f()));
+        let t = Tensor::from_slice(&v, shape, device)?;
+        if dtype == DType::F64 {
+            Ok(t)
+        } else {
+            t.to_dtype(dtype)
+        }
+    }
+
+    // ------------------------------------------------------------ reading
+
+    /// The elements in logical row-major order.
+    ///
+    /// # Errors
+    /// [`Error::DTypeMismatch`] when `T` is not the tensor's dtype.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let t = Tensor::arange(0i32, 6, &Device::cpu())?.reshape(&[2, 3])?.t()?;
+    /// assert_eq!(t.to_vec::<i32>()?, vec![0, 3, 1, 4, 2, 5]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.check_element::<T>("to_vec")?;
+        let t = if self.device().is_host_memory() {
+            self.clone()
+        } else {
+            self.to_device(&Device::cpu())?
+        };
+        let mut out = Vec::new();
+        out.try_reserve_exact(t.numel())
+            .map_err(|_| Error::OutOfMemory {
+                requested: t.numel() * t.element_size(),
+                available: None,
+            })?;
+        t.with_src(|src| -> Result<()> {
+            let g = src.storage.read("to_vec")?;
+            let data = crate::storage::typed::<T::Repr>(g.bytes())?;
+            src.layout
+                .for_each_offset(|o| out.push(T::from_repr(data[o])));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The value of a one-element tensor.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless `numel() == 1`; dtype mismatch.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// assert_eq!(Tensor::from_slice(&[7i64], &[1, 1], &Device::cpu())?.item::<i64>()?, 7);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(Error::InvalidArgument {
+                op: "item",
+                reason: "item() needs a tensor with exactly one element; index or reduce it first",
+            });
+        }
+        self.to_vec::<T>()?.pop().ok_or(Error::InvalidArgument {
+            op: "item",
+            reason: "empty tensor",
+        })
+    }
+
+    // ------------------------------------------------------------ copies
+
+    /// A new contiguous tensor with its own storage, sized to exactly its
+    /// elements (a 2-element view of a 1M-element tensor copies 2).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let big = Tensor::arange(0.0f32, 1000.0, &Device::cpu())?;
+    /// let c = big.narrow(0, 10, 2)?.deep_clone()?;
+    /// assert_eq!((c.storage_nbytes(), c.offset()), (8, 0));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn deep_clone(&self) -> Result<Tensor> {
+        let dev = self.device();
+        let out = Tensor::alloc(self.shape(), self.dtype(), &dev)?;
+        self.with_src(|s| out.with_src(|d| dev.backend().copy_strided(s, d)))?;
+        Ok(out)
+    }
+
+    /// `self` when already contiguous, else a contiguous copy.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// assert!(a.contiguous()?.is_same(&a));
+    /// assert!(!a.t()?.contiguous()?.shares_storage(&a));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            Ok(self.clone())
+        } else {
+            self.deep_clone()
+        }
+    }
+
+    /// Converts elements to `dtype` (a copy; `self` when the dtype is the same).
+    ///
+    /// Float to integer truncates toward zero and saturates; any value to
+    /// bool is `x != 0`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// let t = Tensor::from_slice(&[1.7f32, -2.5, 0.0], &[3], &Device::cpu())?;
+    /// assert_eq!(t.to_dtype(DType::I32)?.to_vec::<i32>()?, vec![1, -2, 0]);
+    /// assert_eq!(t.to_dtype(DType::Bool)?.to_vec::<bool>()?, vec![true, true, false]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        let dev = self.device();
+        let out = Tensor::alloc(self.shape(), dtype, &dev)?;
+        self.with_src(|s| out.with_src(|d| dev.backend().cast(s, d)))?;
+        Ok(out)
+    }
+
+    /// A copy on `device` (`self` when already there).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], backend failures.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::arange(0.0f32, 3.0, &Device::cpu())?;
+    /// assert!(a.to_device(&Device::cpu())?.is_same(&a));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
+        if self.device().same_as(device) {
+            return Ok(self.clone());
+        }
+        let src = self.contiguous_on_own_device()?;
+        let nbytes = src.numel() * src.element_size();
+        let mut host = Vec::new();
+        host.try_reserve_exact(nbytes)
+            .map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        host.resize(nbytes, 0u8);
+        let from = src.device();
+        from.backend()
+            .read_bytes(&src.storage(), src.offset() * src.element_size(), &mut host)?;
+        let out = Tensor::alloc(self.shape(), self.dtype(), device)?;
+        device.backend().write_bytes(&out.storage(), 0, &host)?;
+        Ok(out)
+    }
+
+    fn contiguous_on_own_device(&self) -> Result<Tensor> {
+        self.contiguous()
+    }
+
+    /// Moves the tensor to `device` in place: every handle to this tensor
+    /// (an optimizer's too) sees the new storage; views made earlier keep
+    /// the old one.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], backend failures; on error nothing changes.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::arange(0.0f32, 3.0, &Device::cpu())?;
+    /// let b = a.clone();
+    /// a.move_to_(&Device::cpu())?;
+    /// assert!(b.is_same(&a));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn move_to_(&self, device: &Device) -> Result<()> {
+        if self.device().same_as(device) {
+            return Ok(());
+        }
+        let moved = self.to_device(device)?;
+        let p = moved.placement();
+        let old = self.replace_placement(Placement {
+            storage: p.storage,
+            strides: p.strides,
+            offset: p.offset,
+        });
+        drop(old);
+        Ok(())
+    }
+
+    /// A new tensor over the same storage with `layout` (a view).
+    pub(crate) fn make_view(&self, layout: Layout) -> Result<Tensor> {
+        let root = self.root();
+        Ok(Tensor::from_impl(TensorImpl::new(
+            self.storage(),
+            layout,
+            self.dtype(),
+            Some(root),
+        )?))
+    }
+
+    /// A view with the same layout but another dtype tag (view_dtype helper).
+    pub(crate) fn make_view_as(&self, layout: Layout, dtype: DType) -> Result<Tensor> {
+        let root = self.root();
+        Ok(Tensor::from_impl(TensorImpl::new(
+            self.storage(),
+            layout,
+            dtype,
+            Some(root),
+        )?))
+    }
+}

@@ -1,0 +1,240 @@
+//! In-place operations.
+//!
+//! NOTE [In-place rules]
+//! 1. The destination must not map several positions to one element
+//!    (stride 0 after `expand`): refused with [`Error::InternalOverlap`],
+//!    whose message says to call `deep_clone()` first.
+//! 2. A source is broadcast to the destination's shape (never the other way).
+//! 3. A source that shares the destination's storage is used directly only
+//!    when it *is* the destination (same layout: `a.add_(&a)`); otherwise it
+//!    is copied first, so results never depend on write order (see NOTE
+//!    [Aliasing contract] in `backend`).
+//! 4. Every successful in-place op bumps the storage version once.
+//! 5. Checks run before any write: a refused op leaves the tensor unchanged.
+
+use super::Tensor;
+use super::ops::{check_binary_dtype, check_clamp};
+use crate::backend::{BinaryOp, UnaryOp};
+use crate::error::{ErrShape, Error, Result};
+use crate::shape::broadcast_shapes;
+
+impl Tensor {
+    /// Rule 1, plus read-only storage.
+    pub(crate) fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.layout().has_internal_overlap() {
+            return Err(Error::InternalOverlap { op });
+        }
+        if self.storage().is_external() {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "the tensor's storage is external and read-only (e.g. a memory map); call deep_clone() first",
+            });
+        }
+        Ok(())
+    }
+
+    /// Rules 2 and 3: `src` as an operand for writing into `self`.
+    fn source_for(&self, op: &'static str, src: &Tensor) -> Result<Tensor> {
+        self.same_device(op, src)?;
+        let shape = broadcast_shapes(op, self.shape(), src.shape())?;
+        if &shape[..] != self.shape() {
+            return Err(Error::ShapeMismatch {
+                op,
+                expected: ErrShape::of(self.shape()),
+                got: ErrShape::of(src.shape()),
+            });
+        }
+        let b = if src.shape() == self.shape() {
+            src.clone()
+        } else {
+            src.broadcast_to(self.shape())?
+        };
+        if b.shares_storage(self) && !(b.layout() == self.layout() && b.dtype() == self.dtype()) {
+            return b.deep_clone();
+        }
+        Ok(b)
+    }
+
+    fn binary_(&self, op: BinaryOp, other: &Tensor) -> Result<()> {
+        self.same_dtype(op.name(), other)?;
+        check_binary_dtype(op, self.dtype())?;
+        self.check_writable(op.name())?;
+        let src = self.source_for(op.name(), other)?;
+        let dev = self.device();
+        self.with_src(|d| src.with_src(|s| dev.backend().binary(op, d, s, d)))?;
+        self.storage().bump_version();
+        Ok(())
+    }
+
+    fn unary_(&self, op: UnaryOp) -> Result<()> {
+        self.dtype().require_numeric(op.name())?;
+        if !op.works_on_ints() {
+            self.dtype().require_float(op.name())?;
+        }
+        self.check_writable(op.name())?;
+        let dev = self.device();
+        self.with_src(|d| dev.backend().unary(op, d, d))?;
+        self.storage().bump_version();
+        Ok(())
+    }
+
+    /// `self += other` (broadcast to `self`'s shape).
+    ///
+    /// # Errors
+    /// Shape, dtype or device mismatch; an expanded destination
+    /// ([`Error::InternalOverlap`]). On error `self` is unchanged.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::from_slice(&[1.0f32, 2.0], &[2], &Device::cpu())?;
+    /// a.add_(&a)?; // exact aliasing is fine
+    /// assert_eq!(a.to_vec::<f32>()?, vec![2.0, 4.0]);
+    /// assert_eq!(a.version(), 1);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn add_(&self, other: &Tensor) -> Result<()> {
+        self.binary_(BinaryOp::Add, other)
+    }
+
+    /// `self -= other`.
+    ///
+    /// # Errors
+    /// As [`Tensor::add_`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::from_slice(&[3i64, 4], &[2], &Device::cpu())?;
+    /// a.sub_(&Tensor::scalar(1i64, &Device::cpu())?)?;
+    /// assert_eq!(a.to_vec::<i64>()?, vec![2, 3]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn sub_(&self, other: &Tensor) -> Result<()> {
+        self.binary_(BinaryOp::Sub, other)
+    }
+
+    /// `self *= other`.
+    ///
+    /// # Errors
+    /// As [`Tensor::add_`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::from_slice(&[3.0f32, 4.0], &[2], &Device::cpu())?;
+    /// a.mul_(&a)?;
+    /// assert_eq!(a.to_vec::<f32>()?, vec![9.0, 16.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn mul_(&self, other: &Tensor) -> Result<()> {
+        self.binary_(BinaryOp::Mul, other)
+    }
+
+    /// `self /= other` (float dtypes).
+    ///
+    /// # Errors
+    /// As [`Tensor::add_`]; integer dtypes.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::from_slice(&[3.0f32, 4.0], &[2], &Device::cpu())?;
+    /// a.div_(&Tensor::scalar(2.0f32, &Device::cpu())?)?;
+    /// assert_eq!(a.to_vec::<f32>()?, vec![1.5, 2.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn div_(&self, other: &Tensor) -> Result<()> {
+        self.binary_(BinaryOp::Div, other)
+    }
+
+    /// Sets every element to `value`.
+    ///
+    /// # Errors
+    /// [`Error::InternalOverlap`] for an expanded tensor; read-only storage.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// x.narrow(1, 1, 1)?.fill_(0.0)?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![0.0, 0.0, 2.0, 3.0, 0.0, 5.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn fill_(&self, value: f64) -> Result<()> {
+        self.check_writable("fill_")?;
+        let dev = self.device();
+        self.with_src(|d| dev.backend().fill(d, value))?;
+        self.storage().bump_version();
+        Ok(())
+    }
+
+    /// Sets every element to zero.
+    ///
+    /// # Errors
+    /// As [`Tensor::fill_`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(1.0f32, 3.0, &Device::cpu())?;
+    /// x.zero_()?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![0.0, 0.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn zero_(&self) -> Result<()> {
+        self.fill_(0.0)
+    }
+
+    /// Copies `src` (broadcast, cast to `self`'s dtype, moved from its
+    /// device if needed) into `self`.
+    ///
+    /// # Errors
+    /// As [`Tensor::add_`], except that dtypes and devices may differ.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let dev = Device::cpu();
+    /// let x = Tensor::zeros(&[2, 2], kael_core::DType::F32, &dev)?;
+    /// x.copy_(&Tensor::from_slice(&[1i64, 2], &[2], &dev)?)?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![1.0, 2.0, 1.0, 2.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn copy_(&self, src: &Tensor) -> Result<()> {
+        self.check_writable("copy_")?;
+        let dev = self.device();
+        let src = if src.device().same_as(&dev) {
+            src.clone()
+        } else {
+            src.to_device(&dev)?
+        };
+        let src = self.source_for("copy_", &src)?;
+        let src = if src.shares_storage(self) && src.dtype() != self.dtype() {
+            src.deep_clone()?
+        } else {
+            src
+        };
+        self.with_src(|d| {
+            src.with_src(|s| {
+                if s.dtype == d.dtype {
+                    dev.backend().copy_strided(s, d)
+                } else {
+                    dev.backend().cast(s, d)
+                }
+            })
+        })?;
+        self.storage().bump_version();
+        Ok(())
+    }
+
+    /// Clamps in place.
+    ///
+    /// # Errors
+    /// As [`Tensor::fill_`]; `min > max`; bool dtype.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[-1.0f32, 0.5, 2.0], &[3], &Device::cpu())?;
+    /// x.clamp_(Some(0.0), Some(1.0))?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![0.0, 0.5, 1.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
+        check_clamp(min, max)?;
+        self.unary_(UnaryOp::Clamp(min, max))
+    }
+}

@@ -1,0 +1,383 @@
+//! The tensor handle and its impl.
+//!
+//! INVARIANTS (of every [`TensorImpl`] that a [`Tensor`] points to):
+//! 1. `shape.rank() == placement.strides.rank() <= MAX_RANK`.
+//! 2. The layout stays inside the storage: `Layout::reach() <=
+//!    storage.nbytes() / dtype.size_in_bytes()` (and `offset <=` that count
+//!    when the tensor is empty). [`TensorImpl::new`] checks 1 and 2; it is
+//!    the only way an impl is made, so accessors and kernels never re-check.
+//! 3. The device is the storage's device (it is not stored twice).
+//! 4. `base`, when set, is a root: a tensor whose own `base` is `None`
+//!    (never the immediate parent of a view chain). It shares `storage`
+//!    unless the root was later moved with `move_to_`.
+//! 5. `shape` never changes. `move_to_` may replace storage, strides and
+//!    offset together (under `placement`'s lock), so every handle follows.
+//!
+//! There is no empty tensor: absence is `Option<Tensor>`.
+
+mod create;
+mod explain;
+mod inplace;
+mod ops;
+mod view;
+
+pub use create::ShapeSpec;
+pub use explain::explain;
+
+use crate::backend::Src;
+use crate::device::Device;
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shape::Dims;
+use crate::shared::{Lock, Shared};
+use crate::storage::Storage;
+use alloc::boxed::Box;
+
+/// Storage, strides and offset: what `move_to_` swaps as one unit.
+#[derive(Clone)]
+pub(crate) struct Placement {
+    pub(crate) storage: Shared<Storage>,
+    pub(crate) strides: Dims,
+    pub(crate) offset: usize,
+}
+
+/// Per-tensor autograd state (allocated only for tensors that need it).
+#[derive(Default)]
+pub(crate) struct AutogradMeta {
+    pub(crate) requires_grad: bool,
+    pub(crate) grad: Option<Tensor>,
+}
+
+/// What a [`Tensor`] points to. See the module's INVARIANTS.
+pub struct TensorImpl {
+    shape: Dims,
+    dtype: DType,
+    placement: Lock<Placement>,
+    base: Option<Tensor>,
+    autograd: Lock<Option<Box<AutogradMeta>>>,
+}
+
+impl TensorImpl {
+    /// Builds a validated impl (the only constructor).
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] when the layout reaches past the storage,
+    /// [`Error::InvalidArgument`] for a base that is not a root over `storage`.
+    pub(crate) fn new(
+        storage: Shared<Storage>,
+        layout: Layout,
+        dtype: DType,
+        base: Option<Tensor>,
+    ) -> Result<Self> {
+        let storage_len = storage.nbytes() / dtype.size_in_bytes();
+        let reach = layout.reach();
+        if reach > storage_len {
+            return Err(Error::OutOfBounds {
+                op: "TensorImpl::new",
+                reach,
+                storage_len,
+            });
+        }
+        if let Some(b) = &base {
+            if b.0.base.is_some() {
+                return Err(Error::InvalidArgument {
+                    op: "TensorImpl::new",
+                    reason: "a view's base must be the root tensor that owns its storage",
+                });
+            }
+        }
+        Ok(Self {
+            shape: layout.shape().clone(),
+            dtype,
+            placement: Lock::new(Placement {
+                storage,
+                strides: layout.strides().clone(),
+                offset: layout.offset(),
+            }),
+            base,
+            autograd: Lock::new(None),
+        })
+    }
+}
+
+/// A shared handle to a tensor: cloning it names the same tensor.
+///
+/// ```
+/// use kael_core::{DType, Device, Tensor};
+/// let a = Tensor::zeros(&[2, 3], DType::F32, &Device::cpu())?;
+/// let b = a.clone();            // same tensor
+/// let t = a.t()?;               // a view: new impl, same storage
+/// let c = a.deep_clone()?;      // own storage
+/// assert!(a.is_same(&b) && !a.is_same(&t));
+/// assert!(a.shares_storage(&t) && !a.shares_storage(&c));
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor(Shared<TensorImpl>);
+
+impl Tensor {
+    /// Wraps a validated impl.
+    pub(crate) fn from_impl(imp: TensorImpl) -> Self {
+        Self(Shared::new(imp))
+    }
+
+    /// A tensor over `storage` with `layout`, validated against the storage.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] when the layout would read past the storage.
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Layout, Storage, Tensor};
+    /// use kael_core::shared::Shared;
+    /// let s = Shared::new(Storage::zeroed(24, &Device::cpu())?); // 6 f32
+    /// assert!(Tensor::from_storage(s.clone(), Layout::contiguous(&[2, 3])?, DType::F32).is_ok());
+    /// assert!(Tensor::from_storage(s, Layout::contiguous(&[2, 4])?, DType::F32).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn from_storage(storage: Shared<Storage>, layout: Layout, dtype: DType) -> Result<Self> {
+        Ok(Self::from_impl(TensorImpl::new(
+            storage, layout, dtype, None,
+        )?))
+    }
+
+    pub(crate) fn placement(&self) -> Placement {
+        self.0.placement.with(|p| p.clone())
+    }
+
+    pub(crate) fn replace_placement(&self, new: Placement) -> Placement {
+        self.0.placement.with(|p| core::mem::replace(p, new))
+    }
+
+    /// The sizes of the dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// The sizes, as [`Dims`].
+    pub fn dims(&self) -> &Dims {
+        &self.0.shape
+    }
+
+    /// The strides, in elements.
+    pub fn strides(&self) -> Dims {
+        self.0.placement.with(|p| p.strides.clone())
+    }
+
+    /// The storage offset of the first element, in elements.
+    pub fn offset(&self) -> usize {
+        self.0.placement.with(|p| p.offset)
+    }
+
+    /// Shape, strides and offset together.
+    pub fn layout(&self) -> Layout {
+        let (strides, offset) = self.0.placement.with(|p| (p.strides.clone(), p.offset));
+        Layout::from_dims(self.0.shape.clone(), strides, offset)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    /// The device the storage lives on.
+    pub fn device(&self) -> Device {
+        self.0.placement.with(|p| p.storage.device().clone())
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> Shared<Storage> {
+        self.0.placement.with(|p| p.storage.clone())
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.0.shape.rank()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.0.shape.numel()
+    }
+
+    /// Size of `dim` (negative counts from the end).
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`].
+    pub fn size(&self, dim: isize) -> Result<usize> {
+        Ok(self.0.shape[crate::shape::resolve_dim("size", dim, self.rank())?])
+    }
+
+    /// Whether `self` and `other` are the same tensor (same impl).
+    pub fn is_same(&self, other: &Tensor) -> bool {
+        Shared::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Whether writes through one can be visible through the other.
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        Shared::ptr_eq(&self.storage(), &other.storage())
+    }
+
+    /// The root tensor whose storage this view shares; `None` for a tensor
+    /// that owns its storage (PyTorch's `_base`).
+    pub fn base(&self) -> Option<Tensor> {
+        self.0.base.clone()
+    }
+
+    /// Whether this tensor is a view of another.
+    pub fn is_view(&self) -> bool {
+        self.0.base.is_some()
+    }
+
+    /// The root of this tensor's view chain: `base()` or `self`.
+    pub(crate) fn root(&self) -> Tensor {
+        self.0.base.clone().unwrap_or_else(|| self.clone())
+    }
+
+    /// The storage's version counter (bumped by every in-place op).
+    pub fn version(&self) -> usize {
+        self.0.placement.with(|p| p.storage.version())
+    }
+
+    /// Bytes in the storage (not just this tensor's elements).
+    pub fn storage_nbytes(&self) -> usize {
+        self.0.placement.with(|p| p.storage.nbytes())
+    }
+
+    /// How many impls and other owners hold the storage.
+    pub fn storage_ref_count(&self) -> usize {
+        // subtract the temporary clone made by `storage()`
+        Shared::strong_count(&self.storage()) - 1
+    }
+
+    /// How many handles name this tensor.
+    pub fn handle_count(&self) -> usize {
+        Shared::strong_count(&self.0)
+    }
+
+    /// Row-major contiguity (PyTorch's `is_contiguous`).
+    pub fn is_contiguous(&self) -> bool {
+        self.layout().is_contiguous()
+    }
+
+    /// Element size in bytes.
+    pub fn element_size(&self) -> usize {
+        self.0.dtype.size_in_bytes()
+    }
+
+    /// Whether autograd tracks this tensor.
+    pub fn requires_grad(&self) -> bool {
+        self.0
+            .autograd
+            .with(|m| m.as_ref().is_some_and(|m| m.requires_grad))
+    }
+
+    /// Sets `requires_grad` and returns the handle (builder style).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for non-float tensors.
+    pub fn requires_grad_(self, on: bool) -> Result<Self> {
+        if on {
+            self.dtype().require_float("requires_grad_")?;
+        }
+        self.0
+            .autograd
+            .with(|m| m.get_or_insert_with(Default::default).requires_grad = on);
+        Ok(self)
+    }
+
+    /// The accumulated gradient, if any.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0
+            .autograd
+            .with(|m| m.as_ref().and_then(|m| m.grad.clone()))
+    }
+
+    /// The name of the op that produced this tensor in the autograd graph.
+    pub fn grad_fn_name(&self) -> Option<&'static str> {
+        None
+    }
+
+    // ------------------------------------------------------------ internals
+
+    /// Runs `f` with this tensor as a kernel operand.
+    pub(crate) fn with_src<R>(&self, f: impl FnOnce(Src<'_>) -> R) -> R {
+        let p = self.placement();
+        let layout = Layout::from_dims(self.0.shape.clone(), p.strides, p.offset);
+        f(Src {
+            storage: &p.storage,
+            layout: &layout,
+            dtype: self.0.dtype,
+        })
+    }
+
+    /// Errors unless `other` is on the same device.
+    pub(crate) fn same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        let (a, b) = (self.device(), other.device());
+        if a.same_as(&b) {
+            Ok(())
+        } else {
+            Err(Error::DeviceMismatch {
+                op,
+                lhs: a.kind(),
+                rhs: b.kind(),
+            })
+        }
+    }
+
+    /// Errors unless `other` has the same dtype.
+    pub(crate) fn same_dtype(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        if self.dtype() == other.dtype() {
+            Ok(())
+        } else {
+            Err(Error::DTypeMismatch {
+                op,
+                expected: self.dtype(),
+                got: other.dtype(),
+            })
+        }
+    }
+
+    /// Errors unless `T` matches the dtype.
+    pub(crate) fn check_element<T: Element>(&self, op: &'static str) -> Result<()> {
+        if T::DTYPE == self.dtype() {
+            Ok(())
+        } else {
+            Err(Error::DTypeMismatch {
+                op,
+                expected: self.dtype(),
+                got: T::DTYPE,
+            })
+        }
+    }
+}
+
+impl core::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "Tensor({:?}, {:?}, {:?})",
+            self.shape(),
+            self.dtype(),
+            self.device().kind()
+        )
+    }
+}
+
+// Size budgets (NOTE [Size budgets]): a view allocates exactly one TensorImpl,
+// so its size is the per-view memory cost. PyTorch's TensorImpl budget is
+// 26 words (208 bytes) on 64-bit.
+const _: () = {
+    use core::mem::size_of;
+    assert!(size_of::<Tensor>() == size_of::<usize>());
+    #[cfg(target_pointer_width = "64")]
+    {
+        assert!(size_of::<TensorImpl>() <= 208);
+        assert!(size_of::<Storage>() <= 96);
+    }
+    #[cfg(target_pointer_width = "32")]
+    {
+        assert!(size_of::<TensorImpl>() <= 120);
+        assert!(size_of::<Storage>() <= 56);
+    }
+};

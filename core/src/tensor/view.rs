@@ -1,0 +1,533 @@
+//! Views: new impls over the same storage. Shapes, strides, offsets and
+//! view-or-copy behaviour follow PyTorch.
+
+use super::Tensor;
+use super::create::{ShapeSpec, infer_shape};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shape::{Dims, resolve_dim};
+use alloc::vec::Vec;
+
+impl Tensor {
+    /// Positions `start..start+length` of `dim`.
+    ///
+    /// # Errors
+    /// Bad `dim`; a range past the end of the dimension.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// let n = x.narrow(1, 1, 2)?;
+    /// assert_eq!((n.shape(), n.offset()), (&[2, 2][..], 1));
+    /// assert_eq!(n.to_vec::<f32>()?, vec![1.0, 2.0, 4.0, 5.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Result<Tensor> {
+        self.make_view(self.layout().narrow(dim, start, length)?)
+    }
+
+    /// Python slicing `[start:end:step]` along `dim` (bounds clamped,
+    /// negatives from the end, `step >= 1`).
+    ///
+    /// # Errors
+    /// Bad `dim`; `step == 0`.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0i64, 10, &Device::cpu())?;
+    /// assert_eq!(x.slice(0, 1, -1, 3)?.to_vec::<i64>()?, vec![1, 4, 7]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn slice(&self, dim: isize, start: isize, end: isize, step: usize) -> Result<Tensor> {
+        self.make_view(self.layout().slice(dim, start, end, step)?)
+    }
+
+    /// Removes `dim`, keeping position `index` (negative from the end).
+    ///
+    /// # Errors
+    /// Bad `dim` or `index`.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// assert_eq!(x.select(1, -1)?.to_vec::<f32>()?, vec![2.0, 5.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
+        self.make_view(self.layout().select(dim, index)?)
+    }
+
+    /// Swaps two dims.
+    ///
+    /// # Errors
+    /// Bad dims.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::zeros(&[2, 3, 4], kael_core::DType::F32, &Device::cpu())?;
+    /// assert_eq!(&x.transpose(0, 2)?.strides()[..], &[1, 4, 12]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
+        self.make_view(self.layout().transpose(dim0, dim1)?)
+    }
+
+    /// Matrix transpose: swaps the two dims of a rank-2 tensor; rank 0 and
+    /// 1 are returned as views unchanged (PyTorch `t()`).
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] for rank > 2.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::zeros(&[2, 3], kael_core::DType::F32, &Device::cpu())?;
+    /// assert_eq!(x.t()?.shape(), &[3, 2]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn t(&self) -> Result<Tensor> {
+        match self.rank() {
+            0 | 1 => self.make_view(self.layout()),
+            2 => self.transpose(0, 1),
+            r => Err(Error::RankMismatch {
+                op: "t",
+                expected: "at most 2 (use transpose for higher ranks)",
+                got: r,
+            }),
+        }
+    }
+
+    /// Reorders dims: output dim `i` is input dim `dims[i]`.
+    ///
+    /// # Errors
+    /// `dims` not a permutation.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::zeros(&[2, 3, 4], kael_core::DType::F32, &Device::cpu())?;
+    /// let p = x.permute(&[2, 0, 1])?;
+    /// assert_eq!((p.shape(), &p.strides()[..]), (&[4, 2, 3][..], &[1, 12, 4][..]));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
+        self.make_view(self.layout().permute(dims)?)
+    }
+
+    /// Broadcasts to `sizes` with stride 0 (no copy); `-1` keeps a size.
+    ///
+    /// # Errors
+    /// Sizes that are not a broadcast of the shape.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0], &[2, 1], &Device::cpu())?;
+    /// let e = x.expand(&[2, 3])?;
+    /// assert_eq!(&e.strides()[..], &[1, 0]);
+    /// assert_eq!(e.to_vec::<f32>()?, vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn expand<S: ShapeSpec + ?Sized>(&self, sizes: &S) -> Result<Tensor> {
+        self.make_view(self.layout().expand(&sizes.spec()?)?)
+    }
+
+    /// [`Tensor::expand`] to an exact shape (no `-1`).
+    ///
+    /// # Errors
+    /// A shape that is not a broadcast of `self`'s.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 3.0, &Device::cpu())?;
+    /// assert_eq!(x.broadcast_to(&[2, 3])?.shape(), &[2, 3]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        let spec: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+        self.make_view(self.layout().expand(&spec)?)
+    }
+
+    /// Inserts a size-1 dim at `dim` (`-rank-1..=rank`).
+    ///
+    /// # Errors
+    /// Bad `dim`; rank overflow.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::zeros(&[2, 3], kael_core::DType::F32, &Device::cpu())?;
+    /// assert_eq!(x.unsqueeze(-1)?.shape(), &[2, 3, 1]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
+        self.make_view(self.layout().unsqueeze(dim)?)
+    }
+
+    /// Removes every size-1 dim.
+    ///
+    /// # Errors
+    /// Never for valid tensors (kept fallible for uniformity).
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::zeros(&[1, 2, 1], kael_core::DType::F32, &Device::cpu())?;
+    /// assert_eq!(x.squeeze()?.shape(), &[2]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn squeeze(&self) -> Result<Tensor> {
+        self.make_view(self.layout().squeeze())
+    }
+
+    /// Removes `dim` if its size is 1 (otherwise a view of the same shape).
+    ///
+    /// # Errors
+    /// Bad `dim`.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::zeros(&[1, 2], kael_core::DType::F32, &Device::cpu())?;
+    /// assert_eq!(x.squeeze_dim(0)?.shape(), &[2]);
+    /// assert_eq!(x.squeeze_dim(1)?.shape(), &[1, 2]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
+        self.make_view(self.layout().squeeze_dim(dim)?)
+    }
+
+    /// A view with a new shape (one size may be `-1`); fails when the
+    /// strides cannot express it without copying.
+    ///
+    /// # Errors
+    /// [`Error::ElementCountMismatch`]; [`Error::ViewNotPossible`] (use
+    /// [`Tensor::reshape`]).
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 12.0, &Device::cpu())?;
+    /// assert_eq!(x.view(&[3, -1])?.shape(), &[3, 4]);
+    /// assert!(x.view(&[3, 4])?.t()?.view(&[12]).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn view<S: ShapeSpec + ?Sized>(&self, shape: &S) -> Result<Tensor> {
+        let shape = infer_shape("view", &shape.spec()?, self.numel())?;
+        self.make_view(self.layout().view(&shape)?)
+    }
+
+    /// Like [`Tensor::view`] when the strides allow it, else a contiguous copy.
+    ///
+    /// # Errors
+    /// [`Error::ElementCountMismatch`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// let r = x.t()?.reshape(&[6])?; // copies: not expressible as a view
+    /// assert!(!r.shares_storage(&x));
+    /// assert_eq!(r.to_vec::<f32>()?, vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn reshape<S: ShapeSpec + ?Sized>(&self, shape: &S) -> Result<Tensor> {
+        let shape = infer_shape("reshape", &shape.spec()?, self.numel())?;
+        let layout = self.layout();
+        match layout.view_strides(&shape) {
+            Some(strides) => self.make_view(Layout::from_dims(shape, strides, layout.offset())),
+            None => self.deep_clone()?.view(&shape),
+        }
+    }
+
+    /// Flattens dims `start..=end` into one (a view when possible).
+    ///
+    /// # Errors
+    /// Bad dims or `start > end`.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::zeros(&[2, 3, 4], kael_core::DType::F32, &Device::cpu())?;
+    /// assert_eq!(x.flatten(1, -1)?.shape(), &[2, 12]);
+    /// assert_eq!(x.flatten(0, -1)?.shape(), &[24]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn flatten(&self, start: isize, end: isize) -> Result<Tensor> {
+        if self.rank() == 0 {
+            return self.reshape(&[1usize]);
+        }
+        let s = resolve_dim("flatten", start, self.rank())?;
+        let e = resolve_dim("flatten", end, self.rank())?;
+        if s > e {
+            return Err(Error::InvalidArgument {
+                op: "flatten",
+                reason: "start dim must not come after end dim",
+            });
+        }
+        let mut shape = Dims::new();
+        for (i, &d) in self.shape().iter().enumerate() {
+            if i <= s || i > e {
+                shape.push(d)?;
+            } else if let Some(last) = shape.last_mut() {
+                *last *= d;
+            }
+        }
+        self.reshape(&shape)
+    }
+
+    /// Sliding windows of `size` with `step` along `dim`, as a new last dim.
+    ///
+    /// # Errors
+    /// Bad `dim`; `size` larger than the dim; `step == 0`.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 7.0, &Device::cpu())?;
+    /// let u = x.unfold(0, 2, 3)?; // windows [0,1], [3,4]
+    /// assert_eq!((u.shape(), &u.strides()[..]), (&[2, 2][..], &[3, 1][..]));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
+        self.make_view(self.layout().unfold(dim, size, step)?)
+    }
+
+    /// The diagonal of `dim1`/`dim2`, shifted by `offset`, as the last dim.
+    ///
+    /// # Errors
+    /// Bad or equal dims.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 9.0, &Device::cpu())?.reshape(&[3, 3])?;
+    /// assert_eq!(x.diagonal(0, 0, 1)?.to_vec::<f32>()?, vec![0.0, 4.0, 8.0]);
+    /// assert_eq!(x.diagonal(1, 0, 1)?.to_vec::<f32>()?, vec![1.0, 5.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
+        self.make_view(self.layout().diagonal(offset, dim1, dim2)?)
+    }
+
+    /// Splits `dim` into `chunks` views of `ceil(size / chunks)` (the last
+    /// may be smaller; fewer may be returned, as in PyTorch).
+    ///
+    /// # Errors
+    /// Bad `dim`; `chunks == 0`.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 5.0, &Device::cpu())?;
+    /// let c = x.chunk(2, 0)?;
+    /// assert_eq!((c[0].shape(), c[1].shape()), (&[3][..], &[2][..]));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
+        if chunks == 0 {
+            return Err(Error::InvalidArgument {
+                op: "chunk",
+                reason: "chunks must be at least 1",
+            });
+        }
+        let d = resolve_dim("chunk", dim, self.rank())?;
+        let size = self.shape()[d];
+        let each = size.div_ceil(chunks).max(1);
+        self.split(each, dim)
+    }
+
+    /// Splits `dim` into views of `split_size` (the last may be smaller).
+    ///
+    /// # Errors
+    /// Bad `dim`; `split_size == 0` on a non-empty dim.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 5.0, &Device::cpu())?;
+    /// let s = x.split(2, 0)?;
+    /// assert_eq!(s.len(), 3);
+    /// assert_eq!(s[2].to_vec::<f32>()?, vec![4.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Tensor>> {
+        let d = resolve_dim("split", dim, self.rank())?;
+        let size = self.shape()[d];
+        if split_size == 0 {
+            if size == 0 {
+                return Ok(alloc::vec![self.narrow(dim, 0, 0)?]);
+            }
+            return Err(Error::InvalidArgument {
+                op: "split",
+                reason: "split_size must be at least 1 for a non-empty dimension",
+            });
+        }
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < size {
+            let len = split_size.min(size - start);
+            out.push(self.narrow(dim, start, len)?);
+            start += len;
+        }
+        if out.is_empty() {
+            out.push(self.narrow(dim, 0, 0)?);
+        }
+        Ok(out)
+    }
+
+    /// Splits `dim` into views with the given sizes (which must sum to it).
+    ///
+    /// # Errors
+    /// Bad `dim`; sizes that do not sum to the dim's size.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 5.0, &Device::cpu())?;
+    /// let s = x.split_sizes(&[1, 4], 0)?;
+    /// assert_eq!(s[1].to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
+        let d = resolve_dim("split_sizes", dim, self.rank())?;
+        if sizes.iter().sum::<usize>() != self.shape()[d] {
+            return Err(Error::InvalidArgument {
+                op: "split_sizes",
+                reason: "the sizes must sum to the size of the dimension",
+            });
+        }
+        let mut start = 0;
+        let mut out = Vec::with_capacity(sizes.len());
+        for &s in sizes {
+            out.push(self.narrow(dim, start, s)?);
+            start += s;
+        }
+        Ok(out)
+    }
+
+    /// A view with explicit sizes, strides and storage offset, checked
+    /// against the storage's bounds.
+    ///
+    /// # Errors
+    /// Rank disagreement; [`Error::OutOfBounds`] past the storage's end.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?;
+    /// let w = x.as_strided(&[2, 3], &[1, 2], 0)?;
+    /// assert_eq!(w.to_vec::<f32>()?, vec![0.0, 2.0, 4.0, 1.0, 3.0, 5.0]);
+    /// assert!(x.as_strided(&[2, 3], &[1, 2], 1).is_err()); // would reach element 6
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn as_strided(
+        &self,
+        size: &[usize],
+        stride: &[usize],
+        storage_offset: usize,
+    ) -> Result<Tensor> {
+        let layout = Layout::new(size, stride, storage_offset)?;
+        let storage_len = self.storage_nbytes() / self.element_size();
+        if layout.reach() > storage_len {
+            return Err(Error::OutOfBounds {
+                op: "as_strided",
+                reach: layout.reach(),
+                storage_len,
+            });
+        }
+        self.make_view(layout)
+    }
+
+    /// Reinterprets the bytes as another dtype (no copy). Element sizes may
+    /// differ when the last dim has stride 1; its size (and every other
+    /// stride and the offset) scale by the size ratio, as in PyTorch.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the layout cannot be reinterpreted.
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 12.0, &Device::cpu())?.reshape(&[3, 4])?;
+    /// let i = x.view_dtype(DType::I32)?;
+    /// assert_eq!(i.select(0, 0)?.to_vec::<i32>()?, vec![0, 1065353216, 1073741824, 1077936128]);
+    /// assert_eq!(x.view_dtype(DType::U8)?.shape(), &[3, 16]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    #[must_use = "views are new tensors; the input is unchanged"]
+    pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
+        let (old, new) = (self.element_size(), dtype.size_in_bytes());
+        let layout = self.layout();
+        if old == new {
+            return self.make_view_as(layout, dtype);
+        }
+        let rank = self.rank();
+        if rank == 0 {
+            return Err(Error::InvalidArgument {
+                op: "view_dtype",
+                reason: "a rank-0 tensor can only be viewed as a dtype of the same size; unsqueeze it first",
+            });
+        }
+        if layout.strides()[rank - 1] != 1 && layout.shape()[rank - 1] != 1 {
+            return Err(Error::InvalidArgument {
+                op: "view_dtype",
+                reason: "the last dimension must have stride 1 to change the element size; call contiguous() first",
+            });
+        }
+        let mut shape = layout.shape().clone();
+        let mut strides = layout.strides().clone();
+        let offset;
+        if new < old {
+            let r = old / new;
+            shape[rank - 1] *= r;
+            for (i, s) in strides.iter_mut().enumerate() {
+                if i != rank - 1 {
+                    *s *= r;
+                }
+            }
+            strides[rank - 1] = 1;
+            offset = layout.offset() * r;
+        } else {
+            let r = new / old;
+            let bad = "the last dimension's size, every other stride and the offset must be divisible by the element-size ratio; call contiguous() or narrow to a multiple";
+            if shape[rank - 1] % r != 0 || layout.offset() % r != 0 {
+                return Err(Error::InvalidArgument {
+                    op: "view_dtype",
+                    reason: bad,
+                });
+            }
+            for (i, s) in strides.iter_mut().enumerate() {
+                if i != rank - 1 {
+                    if *s % r != 0 {
+                        return Err(Error::InvalidArgument {
+                            op: "view_dtype",
+                            reason: bad,
+                        });
+                    }
+                    *s /= r;
+                }
+            }
+            shape[rank - 1] /= r;
+            strides[rank - 1] = 1;
+            offset = layout.offset() / r;
+        }
+        self.make_view_as(Layout::from_dims(shape, strides, offset), dtype)
+    }
+
+    /// A tensor sharing storage (and version counter) with no autograd history.
+    ///
+    /// # Errors
+    /// Never for valid tensors.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 3.0, &Device::cpu())?;
+    /// let d = x.detach()?;
+    /// assert!(d.shares_storage(&x) && !d.is_same(&x) && !d.requires_grad());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn detach(&self) -> Result<Tensor> {
+        Tensor::from_storage(self.storage(), self.layout(), self.dtype())
+    }
+}
