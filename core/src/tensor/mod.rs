@@ -17,8 +17,11 @@
 
 mod create;
 mod explain;
+mod index;
 mod inplace;
+mod linalg;
 mod ops;
+mod reduce;
 mod view;
 
 pub use create::ShapeSpec;
