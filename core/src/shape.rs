@@ -135,7 +135,7 @@ impl<const N: usize> PartialEq<[usize; N]> for Dims {
 #[cfg(feature = "defmt")]
 impl defmt::Format for Dims {
     fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "{=[usize]}", self.as_slice())
+        defmt::write!(f, "{=[?]}", self.as_slice())
     }
 }
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Runs every test tier of kael, in order, stopping at the first failure.
+#
+#   bash scripts/test.sh        (from any directory)
+#
+# It installs what it needs itself (the two embedded targets, rustfmt and
+# clippy), so it works from a clean clone on a fresh machine. CI runs it
+# through .ci/run.
+#
+# Why kael-core is tested on its own as well as in the workspace: cargo
+# unifies features across the packages it builds together, and kael-host
+# depends on kael-core with `sync`. So `cargo test --workspace` and
+# `cargo clippy --workspace` only ever see kael-core in Arc (`sync`) mode.
+# The `-p kael-core` runs below are the ones that exercise the default Rc
+# mode, and `--features sync` on its own is the Arc mode without the other
+# crates. The embedded builds use `-p kael-core` for the same reason.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
+
+# --------------------------------------------------------------- set-up
+
+if command -v rustup >/dev/null 2>&1; then
+    installed_targets="$(rustup target list --installed)"
+    missing=()
+    for t in "${TARGETS[@]}"; do
+        if ! grep -qx "$t" <<<"$installed_targets"; then
+            missing+=("$t")
+        fi
+    done
+    if ((${#missing[@]})); then
+        echo "installing rust targets: ${missing[*]}"
+        rustup target add "${missing[@]}"
+    fi
+    installed_components="$(rustup component list --installed)"
+    for c in rustfmt clippy; do
+        if ! grep -q "^$c" <<<"$installed_components"; then
+            echo "installing rust component: $c"
+            rustup component add "$c"
+        fi
+    done
+else
+    echo "warning: rustup not found; assuming ${TARGETS[*]}, rustfmt and clippy are installed" >&2
+fi
+
+echo "toolchain: $(rustc --version), $(cargo --version)"
+
+# ---------------------------------------------------------------- tiers
+
+LOG="$(mktemp)"
+trap 'rm -f "$LOG"' EXIT
+
+tiers_run=0
+started=$SECONDS
+
+# tier NAME COMMAND...: prints a banner, runs COMMAND (its output also goes
+# to $LOG, where the test counts are read from), stops the script on failure.
+tier() {
+    local name="$1"
+    shift
+    local t0=$SECONDS
+    echo
+    echo "=================================================================="
+    echo "== tier: $name"
+    echo "== \$ $*"
+    echo "=================================================================="
+    local status=0
+    "$@" 2>&1 | tee -a "$LOG" || status=$?
+    if ((status != 0)); then
+        echo
+        echo "FAILED tier: $name (exit $status) after $((SECONDS - started))s"
+        exit "$status"
+    fi
+    tiers_run=$((tiers_run + 1))
+    echo "== ok: $name ($((SECONDS - t0))s)"
+}
+
+tier "format" cargo fmt --all --check
+tier "clippy, workspace (kael-core in sync mode)" \
+    cargo clippy --workspace --all-targets -- -D warnings
+tier "clippy, kael-core Rc mode" \
+    cargo clippy -p kael-core --all-targets -- -D warnings
+tier "clippy, kael-core sync mode" \
+    cargo clippy -p kael-core --features sync --all-targets -- -D warnings
+tier "tests, workspace" cargo test --workspace
+tier "tests, kael-core Rc mode" cargo test -p kael-core
+tier "tests, kael-core sync (Arc) mode" cargo test -p kael-core --features sync
+tier "build, thumbv6m-none-eabi (Rc mode)" \
+    cargo build -p kael-core --target thumbv6m-none-eabi
+tier "build, thumbv7em-none-eabihf (Rc mode)" \
+    cargo build -p kael-core --target thumbv7em-none-eabihf
+tier "build, thumbv7em-none-eabihf (sync mode)" \
+    cargo build -p kael-core --target thumbv7em-none-eabihf --features sync
+tier "check, defmt on thumbv7em-none-eabihf" \
+    cargo check -p kael-core --features defmt --target thumbv7em-none-eabihf
+tier "demo" cargo run -p kael-host --example demo
+
+# --------------------------------------------------------------- summary
+
+# Sum of every `test result:` line of the test tiers (unit, integration and
+# doc tests; the core's tests count once per mode they ran in).
+read -r passed failed < <(
+    grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$LOG" |
+        awk '{p += $4; f += $6} END {print p + 0, f + 0}'
+)
+
+echo
+echo "all $tiers_run tiers passed in $((SECONDS - started))s (test counts summed over the 3 test tiers)"
+echo "tests: $passed passed, $failed failed"
