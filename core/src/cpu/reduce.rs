@@ -1,41 +1,603 @@
 //! Reduction kernels: sum/max/min/prod over dims, argmax/argmin, softmax.
+//!
+//! Every kernel reads its source through any strides (transposed, stepped,
+//! broadcast with stride 0) and writes any destination layout of the
+//! expected shape. [`reduce`] and [`arg_reduce`] accumulate into scratch
+//! memory first (f64 for float sources, i64 for integer sources), visiting
+//! the source in row-major order (so results are deterministic), then drop
+//! the read access before writing; a destination that is exactly the source
+//! (NOTE [Aliasing contract]) is therefore still correct. [`softmax`] works
+//! one row at a time, reading the whole row before writing it.
 
 use crate::backend::{ArgReduceOp, Dst, ReduceOp, Src};
-use crate::device::DeviceKind;
-use crate::error::{Error, Result};
+use crate::cpu::elementwise::aliases;
+use crate::dispatch;
+use crate::dtype::{DType, Scalar};
+use crate::error::{ErrShape, Error, Result};
+use crate::layout::{Layout, walk};
+use crate::shape::contiguous_strides;
+use crate::storage::{typed, typed_mut};
+use alloc::vec::Vec;
+use half::{bf16, f16};
+
+/// Storage types the reduction kernels read and write, with exact
+/// conversions to and from the integer accumulator.
+trait Elem: Scalar {
+    /// As i64 (exact for integers; floats truncate).
+    fn to_i64(self) -> i64;
+    /// From i64 (integers wrap, as PyTorch's casts do).
+    fn from_i64(v: i64) -> Self;
+}
+
+macro_rules! elem_int {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+elem_int!(i64, i32, u8);
+
+macro_rules! elem_float {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn to_i64(self) -> i64 {
+                Scalar::to_f64(self) as i64
+            }
+            fn from_i64(v: i64) -> Self {
+                <$t as Scalar>::from_f64(v as f64)
+            }
+        }
+    )*};
+}
+elem_float!(f32, f64, f16, bf16);
+
+/// An accumulator: f64 for float sources (every float dtype converts to it
+/// exactly), i64 for integer sources (exact, wrapping on overflow).
+trait Acc: Copy {
+    fn load<T: Elem>(x: T) -> Self;
+    fn store<T: Elem>(self) -> T;
+    /// The starting value (max/min of an empty set never reaches a store:
+    /// callers refuse it).
+    fn identity(op: ReduceOp) -> Self;
+    fn combine(self, op: ReduceOp, x: Self) -> Self;
+}
+
+impl Acc for f64 {
+    fn load<T: Elem>(x: T) -> Self {
+        x.to_f64()
+    }
+    fn store<T: Elem>(self) -> T {
+        T::from_f64(self)
+    }
+    fn identity(op: ReduceOp) -> Self {
+        match op {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Max => f64::NEG_INFINITY,
+            ReduceOp::Min => f64::INFINITY,
+        }
+    }
+    fn combine(self, op: ReduceOp, x: Self) -> Self {
+        match op {
+            ReduceOp::Sum => self + x,
+            ReduceOp::Prod => self * x,
+            // NaN propagates: once `self` is NaN no comparison replaces it.
+            ReduceOp::Max => {
+                if x.is_nan() || x > self {
+                    x
+                } else {
+                    self
+                }
+            }
+            ReduceOp::Min => {
+                if x.is_nan() || x < self {
+                    x
+                } else {
+                    self
+                }
+            }
+        }
+    }
+}
+
+impl Acc for i64 {
+    fn load<T: Elem>(x: T) -> Self {
+        x.to_i64()
+    }
+    fn store<T: Elem>(self) -> T {
+        T::from_i64(self)
+    }
+    fn identity(op: ReduceOp) -> Self {
+        match op {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Max => i64::MIN,
+            ReduceOp::Min => i64::MAX,
+        }
+    }
+    fn combine(self, op: ReduceOp, x: Self) -> Self {
+        match op {
+            ReduceOp::Sum => self.wrapping_add(x),
+            ReduceOp::Prod => self.wrapping_mul(x),
+            ReduceOp::Max => self.max(x),
+            ReduceOp::Min => self.min(x),
+        }
+    }
+}
+
+fn reduce_name(op: ReduceOp) -> &'static str {
+    match op {
+        ReduceOp::Sum => "sum",
+        ReduceOp::Max => "max",
+        ReduceOp::Min => "min",
+        ReduceOp::Prod => "prod",
+    }
+}
+
+/// `n` copies of `value`, failing with [`Error::OutOfMemory`] instead of aborting.
+fn scratch<A: Copy>(n: usize, value: A) -> Result<Vec<A>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        requested: n.saturating_mul(core::mem::size_of::<A>()),
+        available: None,
+    })?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// Errors unless `dims` is sorted, distinct and in range, and `dst` has
+/// `src`'s shape with those dims set to 1.
+fn check_reduced_shape(op: &'static str, src: &Layout, dims: &[usize], dst: &Layout) -> Result<()> {
+    let rank = src.rank();
+    if dims.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "the reduced dims must be sorted and distinct; sort them and remove duplicates",
+        });
+    }
+    if let Some(&d) = dims.last().filter(|&&d| d >= rank) {
+        return Err(Error::DimOutOfRange {
+            op,
+            dim: d as isize,
+            rank,
+        });
+    }
+    let mut want = src.shape().clone();
+    for &d in dims {
+        want[d] = 1;
+    }
+    if dst.shape() != &want {
+        return Err(Error::ShapeMismatch {
+            op,
+            expected: ErrShape::of(&want),
+            got: ErrShape::of(dst.shape()),
+        });
+    }
+    Ok(())
+}
+
+fn refuse_bool(op: &'static str, dtype: DType) -> Result<()> {
+    if dtype == DType::Bool {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype,
+            supported: "f32, f64, f16, bf16, i64, i32, u8",
+        });
+    }
+    Ok(())
+}
+
+const EMPTY_DIM: &str = "cannot reduce a dimension of size 0: max, min, argmax and argmin have no identity value; reduce a non-empty dimension (sum and prod accept empty ones)";
 
 /// Reduces `dims` of `src` into `dst` (same rank, those dims of size 1).
 ///
+/// Sums and products of float sources accumulate in f64, of integer
+/// sources in wrapping i64; max and min propagate NaN. An empty reduced
+/// dim gives 0 (sum) or 1 (prod). `dst.dtype` may differ from
+/// `src.dtype` (the tensor layer sums integers into `I64`, as PyTorch
+/// does); the accumulator converts to it as [`cast`](super::elementwise::cast) would.
+///
 /// # Errors
-/// Storage access conflicts.
+/// A destination of the wrong shape, unsorted or repeated dims, bool
+/// sources, max/min over an empty dim ([`Error::InvalidArgument`]), storage
+/// access conflicts.
 pub fn reduce(op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
-    let _ = (op, src, dims, dst);
-    Err(Error::Unsupported {
-        op: "reduce",
-        device: DeviceKind::Cpu,
+    let name = reduce_name(op);
+    check_reduced_shape(name, src.layout, dims, dst.layout)?;
+    refuse_bool(name, src.dtype)?;
+    refuse_bool(name, dst.dtype)?;
+    let empty_dim = dims.iter().any(|&d| src.layout.shape()[d] == 0);
+    if matches!(op, ReduceOp::Max | ReduceOp::Min) && empty_dim && dst.layout.numel() > 0 {
+        return Err(Error::InvalidArgument {
+            op: name,
+            reason: EMPTY_DIM,
+        });
+    }
+    if src.dtype.is_float() {
+        reduce_with::<f64>(op, name, src, dims, dst)
+    } else {
+        reduce_with::<i64>(op, name, src, dims, dst)
+    }
+}
+
+fn reduce_with<A: Acc>(
+    op: ReduceOp,
+    name: &'static str,
+    src: Src<'_>,
+    dims: &[usize],
+    dst: Dst<'_>,
+) -> Result<()> {
+    let mut acc = scratch(dst.layout.numel(), A::identity(op))?;
+    // Each source position's slot in `acc`: the row-major index of its
+    // output position, i.e. dst's contiguous strides with 0 on reduced dims.
+    let mut strides = contiguous_strides(dst.layout.shape());
+    for &d in dims {
+        strides[d] = 0;
+    }
+    let slots = Layout::from_dims(src.layout.shape().clone(), strides, 0);
+    {
+        let g = src.storage.read(name)?;
+        dispatch!(src.dtype, T => {
+            let s = typed::<T>(g.bytes())?;
+            walk([src.layout, &slots], |[os, oa]| {
+                acc[oa] = acc[oa].combine(op, A::load(s[os]));
+            });
+        });
+    }
+    store(name, &acc, dst)
+}
+
+/// Writes `vals` (in dst's row-major order) into `dst`.
+fn store<A: Acc>(name: &'static str, vals: &[A], dst: Dst<'_>) -> Result<()> {
+    dispatch!(dst.dtype, T => {
+        let mut g = dst.storage.write(name)?;
+        let d = typed_mut::<T>(g.bytes_mut())?;
+        let mut i = 0;
+        walk([dst.layout], |[od]| {
+            d[od] = vals[i].store::<T>();
+            i += 1;
+        });
+        Ok(())
     })
 }
 
-/// Index of the first max/min along `dim` into an `I64` `dst`.
+/// `src`'s layout with `dim` cut to size 1: one position per row along `dim`.
+fn rows_of(l: &Layout, dim: usize) -> Layout {
+    let mut shape = l.shape().clone();
+    shape[dim] = 1;
+    Layout::from_dims(shape, l.strides().clone(), l.offset())
+}
+
+/// Index of the first max/min along `dim` into an `I64` `dst` (which has
+/// `dim` set to 1). NaN counts as larger and smaller than everything, so
+/// the first NaN wins, as in PyTorch.
 ///
 /// # Errors
-/// Storage access conflicts.
+/// A destination of the wrong shape or dtype, a bool source, an empty
+/// `dim` ([`Error::InvalidArgument`]), storage access conflicts.
 pub fn arg_reduce(op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
-    let _ = (op, src, dim, dst);
-    Err(Error::Unsupported {
-        op: "argmax",
-        device: DeviceKind::Cpu,
+    let name = match op {
+        ArgReduceOp::ArgMax => "argmax",
+        ArgReduceOp::ArgMin => "argmin",
+    };
+    check_reduced_shape(name, src.layout, &[dim], dst.layout)?;
+    refuse_bool(name, src.dtype)?;
+    if dst.dtype != DType::I64 {
+        return Err(Error::DTypeMismatch {
+            op: name,
+            expected: DType::I64,
+            got: dst.dtype,
+        });
+    }
+    let len = src.layout.shape()[dim];
+    if len == 0 && dst.layout.numel() > 0 {
+        return Err(Error::InvalidArgument {
+            op: name,
+            reason: EMPTY_DIM,
+        });
+    }
+    let mut out = scratch(dst.layout.numel(), 0i64)?;
+    let rows = rows_of(src.layout, dim);
+    let step = src.layout.strides()[dim];
+    {
+        let g = src.storage.read(name)?;
+        dispatch!(src.dtype, T => {
+            let s = typed::<T>(g.bytes())?;
+            arg_rows(op, s, &rows, len, step, &mut out);
+        });
+    }
+    store(name, &out, dst)
+}
+
+fn arg_rows<T: Scalar>(
+    op: ArgReduceOp,
+    s: &[T],
+    rows: &Layout,
+    len: usize,
+    step: usize,
+    out: &mut [i64],
+) {
+    let mut i = 0;
+    walk([rows], |[base]| {
+        let mut best = s[base];
+        let mut idx = 0;
+        for k in 1..len {
+            if best.is_nan() {
+                break;
+            }
+            let x = s[base + k * step];
+            let better = x.is_nan()
+                || match op {
+                    ArgReduceOp::ArgMax => x > best,
+                    ArgReduceOp::ArgMin => x < best,
+                };
+            if better {
+                best = x;
+                idx = k;
+            }
+        }
+        out[i] = idx as i64;
+        i += 1;
+    });
+}
+
+/// Softmax or log-softmax along `dim`, computed in f64 for every float
+/// dtype and stable for large inputs: `e^(x-m) / sum e^(x-m)` and
+/// `x - m - ln(sum e^(x-m))` with `m` the row's max. A NaN in a row makes
+/// the row NaN; a row of `-inf` is NaN too (as in PyTorch).
+///
+/// # Errors
+/// A destination of another shape or dtype, non-float dtypes
+/// ([`Error::UnsupportedDType`]), storage access conflicts.
+pub fn softmax(src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
+    let name = if log { "log_softmax" } else { "softmax" };
+    let rank = src.layout.rank();
+    if dim >= rank {
+        return Err(Error::DimOutOfRange {
+            op: name,
+            dim: dim as isize,
+            rank,
+        });
+    }
+    if src.layout.shape() != dst.layout.shape() {
+        return Err(Error::ShapeMismatch {
+            op: name,
+            expected: ErrShape::of(src.layout.shape()),
+            got: ErrShape::of(dst.layout.shape()),
+        });
+    }
+    if src.dtype != dst.dtype {
+        return Err(Error::DTypeMismatch {
+            op: name,
+            expected: src.dtype,
+            got: dst.dtype,
+        });
+    }
+    crate::dispatch_float!(src.dtype, T => softmax_typed::<T>(name, src, dim, log, dst), _ => {
+        Err(Error::UnsupportedDType {
+            op: name,
+            dtype: src.dtype,
+            supported: "f32, f64, f16, bf16",
+        })
     })
 }
 
-/// Softmax or log-softmax along `dim`.
-///
-/// # Errors
-/// Storage access conflicts.
-pub fn softmax(src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
-    let _ = (src, dim, log, dst);
-    Err(Error::Unsupported {
-        op: "softmax",
-        device: DeviceKind::Cpu,
-    })
+fn softmax_typed<T: Scalar>(
+    name: &'static str,
+    src: Src<'_>,
+    dim: usize,
+    log: bool,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let len = src.layout.shape()[dim];
+    if src.layout.numel() == 0 {
+        return Ok(());
+    }
+    let mut row = scratch(len, 0.0f64)?;
+    let (src_rows, dst_rows) = (rows_of(src.layout, dim), rows_of(dst.layout, dim));
+    let (ss, ds) = (src.layout.strides()[dim], dst.layout.strides()[dim]);
+    let gs = if aliases(&src, &dst) {
+        None
+    } else {
+        Some(src.storage.read(name)?)
+    };
+    let mut gd = dst.storage.write(name)?;
+    let d = typed_mut::<T>(gd.bytes_mut())?;
+    let s = gs.as_ref().map(|g| typed::<T>(g.bytes())).transpose()?;
+    walk([&src_rows, &dst_rows], |[bs, bd]| {
+        let mut m = f64::NEG_INFINITY;
+        for (k, r) in row.iter_mut().enumerate() {
+            let x = match s {
+                Some(s) => s[bs + k * ss],
+                None => d[bs + k * ss],
+            }
+            .to_f64();
+            *r = x;
+            if x.is_nan() || x > m {
+                m = x;
+            }
+        }
+        let mut sum = 0.0;
+        for r in row.iter_mut() {
+            *r -= m;
+            sum += libm::exp(*r);
+        }
+        let log_sum = libm::log(sum);
+        for (k, &r) in row.iter().enumerate() {
+            let y = if log { r - log_sum } else { libm::exp(r) / sum };
+            d[bd + k * ds] = T::from_f64(y);
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::storage::Storage;
+
+    fn storage_of<T: bytemuck::Pod>(data: &[T]) -> Storage {
+        let s = Storage::zeroed(core::mem::size_of_val(data), &Device::cpu()).unwrap();
+        s.write("test")
+            .unwrap()
+            .bytes_mut()
+            .copy_from_slice(bytemuck::cast_slice(data));
+        s
+    }
+
+    fn read<T: bytemuck::Pod>(s: &Storage) -> Vec<T> {
+        typed::<T>(s.read("test").unwrap().bytes())
+            .unwrap()
+            .to_vec()
+    }
+
+    #[test]
+    fn sum_of_transposed_columns_visits_every_element_once() {
+        // [[0,1,2],[3,4,5]] viewed transposed as [3,2]; summing dim 1 gives
+        // the column sums of the original: [0+3, 1+4, 2+5].
+        let s = storage_of(&[0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let l = Layout::contiguous(&[2, 3])
+            .unwrap()
+            .transpose(0, 1)
+            .unwrap();
+        let d = storage_of(&[0.0f32; 3]);
+        let dl = Layout::contiguous(&[3, 1]).unwrap();
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::F32,
+        };
+        let dst = Src {
+            storage: &d,
+            layout: &dl,
+            dtype: DType::F32,
+        };
+        reduce(ReduceOp::Sum, src, &[1], dst).unwrap();
+        assert_eq!(read::<f32>(&d), [3.0, 5.0, 7.0]);
+    }
+
+    #[test]
+    fn reduce_over_no_dims_copies() {
+        let s = storage_of(&[7i32, -2]);
+        let l = Layout::contiguous(&[2]).unwrap();
+        let d = storage_of(&[0i32; 2]);
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::I32,
+        };
+        let dst = Src {
+            storage: &d,
+            layout: &l,
+            dtype: DType::I32,
+        };
+        reduce(ReduceOp::Max, src, &[], dst).unwrap();
+        assert_eq!(read::<i32>(&d), [7, -2]);
+    }
+
+    #[test]
+    fn reduce_into_the_source_itself_is_correct() {
+        // NOTE [Aliasing contract]: dst exactly src (no dims reduced).
+        let s = storage_of(&[1.5f64, 2.5]);
+        let l = Layout::contiguous(&[2]).unwrap();
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::F64,
+        };
+        reduce(ReduceOp::Sum, src, &[], src).unwrap();
+        assert_eq!(read::<f64>(&s), [1.5, 2.5]);
+    }
+
+    #[test]
+    fn reduce_rejects_a_destination_of_the_wrong_shape() {
+        let s = storage_of(&[0.0f32; 6]);
+        let l = Layout::contiguous(&[2, 3]).unwrap();
+        let d = storage_of(&[0.0f32; 3]);
+        let dl = Layout::contiguous(&[3]).unwrap();
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::F32,
+        };
+        let dst = Src {
+            storage: &d,
+            layout: &dl,
+            dtype: DType::F32,
+        };
+        assert!(matches!(
+            reduce(ReduceOp::Sum, src, &[0], dst),
+            Err(Error::ShapeMismatch { .. })
+        ));
+        assert!(matches!(
+            reduce(ReduceOp::Sum, src, &[1, 0], dst),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+
+    #[test]
+    fn i64_sums_are_exact_beyond_f64_precision() {
+        // 2^53 + 1 is not representable in f64; an f64 accumulator would lose the 1.
+        let big = (1i64 << 53) + 1;
+        let s = storage_of(&[big, 0]);
+        let l = Layout::contiguous(&[2]).unwrap();
+        let d = storage_of(&[0i64]);
+        let dl = Layout::contiguous(&[1]).unwrap();
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::I64,
+        };
+        let dst = Src {
+            storage: &d,
+            layout: &dl,
+            dtype: DType::I64,
+        };
+        reduce(ReduceOp::Sum, src, &[0], dst).unwrap();
+        assert_eq!(read::<i64>(&d), [big]);
+    }
+
+    #[test]
+    fn softmax_in_place_reads_each_row_before_writing_it() {
+        // softmax([0, ln 3]) = [1/4, 3/4]
+        let s = storage_of(&[0.0f64, libm::log(3.0)]);
+        let l = Layout::contiguous(&[2]).unwrap();
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::F64,
+        };
+        softmax(src, 0, false, src).unwrap();
+        let got = read::<f64>(&s);
+        assert!((got[0] - 0.25).abs() < 1e-15 && (got[1] - 0.75).abs() < 1e-15);
+    }
+
+    #[test]
+    fn argmax_writes_only_i64() {
+        let s = storage_of(&[1.0f32, 3.0]);
+        let l = Layout::contiguous(&[2]).unwrap();
+        let d = storage_of(&[0i32]);
+        let dl = Layout::contiguous(&[1]).unwrap();
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::F32,
+        };
+        let dst = Src {
+            storage: &d,
+            layout: &dl,
+            dtype: DType::I32,
+        };
+        assert!(matches!(
+            arg_reduce(ArgReduceOp::ArgMax, src, 0, dst),
+            Err(Error::DTypeMismatch { .. })
+        ));
+    }
 }

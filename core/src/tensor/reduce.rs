@@ -1,1 +1,509 @@
-//! (filled in by its issue)
+//! Reductions (sum, mean, prod, max, min, argmax, argmin, logsumexp) and
+//! softmax, with PyTorch's dim rules: negative dims count from the end, an
+//! empty dim list means every dim, and a rank-0 tensor accepts dim 0 or -1.
+//!
+//! Integer sums and products are `I64` (as in PyTorch); every other
+//! reduction keeps the dtype, argmax/argmin give `I64` indices. With
+//! `keepdim` the reduced dims stay as size 1; without it they are removed.
+//! Results are fresh contiguous tensors; the kernel writes them through the
+//! keepdim shape (same elements, same order).
+
+use super::Tensor;
+use crate::backend::{ArgReduceOp, ReduceOp, Src};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shape::{Dims, MAX_RANK, resolve_dim};
+
+/// Reduced dims after resolution: sorted and distinct.
+type DimSet = heapless::Vec<usize, MAX_RANK>;
+
+const EMPTY_DIM: &str = "cannot reduce a dimension of size 0: the operation has no identity value; reduce a non-empty dimension, or use sum/prod, which accept empty ones";
+
+/// Resolves `dims` against `rank`: negatives from the end, empty means all,
+/// duplicates refused; on a rank-0 tensor 0 and -1 name "no dim".
+fn resolve_dims(op: &'static str, dims: &[isize], rank: usize) -> Result<DimSet> {
+    let mut seen = [false; MAX_RANK];
+    if dims.is_empty() {
+        seen[..rank].fill(true);
+    }
+    for &d in dims {
+        let r = resolve_dim(op, d, rank.max(1)).map_err(|_| Error::DimOutOfRange {
+            op,
+            dim: d,
+            rank,
+        })?;
+        if seen[r] {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "a dimension appears more than once in dims; pass each dimension at most once",
+            });
+        }
+        seen[r] = true;
+    }
+    let mut out = DimSet::new();
+    for (d, _) in seen.iter().enumerate().take(rank).filter(|(_, s)| **s) {
+        out.push(d).map_err(|_| Error::RankTooLarge {
+            rank,
+            max: MAX_RANK,
+        })?;
+    }
+    Ok(out)
+}
+
+/// Resolves one dim; a rank-0 tensor accepts 0 and -1 (and gives 0).
+fn resolve_one(op: &'static str, dim: isize, rank: usize) -> Result<usize> {
+    resolve_dim(op, dim, rank.max(1)).map_err(|_| Error::DimOutOfRange { op, dim, rank })
+}
+
+/// The shape with `dims` set to 1, and the result shape (`keepdim` or not).
+fn reduced_shapes(shape: &[usize], dims: &[usize], keepdim: bool) -> Result<(Dims, Dims)> {
+    let mut keep = Dims::from_slice(shape)?;
+    let mut out = Dims::new();
+    for (i, &s) in shape.iter().enumerate() {
+        if dims.contains(&i) {
+            keep[i] = 1;
+            if keepdim {
+                out.push(1)?;
+            }
+        } else {
+            out.push(s)?;
+        }
+    }
+    Ok((keep, out))
+}
+
+/// Integer sums and products accumulate into `I64`, as in PyTorch.
+fn sum_dtype(dtype: DType) -> DType {
+    if dtype.is_float() { dtype } else { DType::I64 }
+}
+
+impl Tensor {
+    /// Runs the `op` kernel over `dims` (resolved) into a new `out_dtype` tensor.
+    fn run_reduce(
+        &self,
+        op: ReduceOp,
+        dims: &[usize],
+        keepdim: bool,
+        out_dtype: DType,
+    ) -> Result<Tensor> {
+        let (keep, out_shape) = reduced_shapes(self.shape(), dims, keepdim)?;
+        let dev = self.device();
+        let out = Tensor::alloc(&out_shape, out_dtype, &dev)?;
+        let keep_layout = Layout::contiguous(&keep)?;
+        let storage = out.storage();
+        self.with_src(|s| {
+            let d = Src {
+                storage: &storage,
+                layout: &keep_layout,
+                dtype: out_dtype,
+            };
+            dev.backend().reduce(op, s, dims, d)
+        })?;
+        Ok(out)
+    }
+
+    /// Errors when one of `dims` has size 0 (max/min/argmax/argmin).
+    fn refuse_empty_dims(&self, op: &'static str, dims: &[usize]) -> Result<()> {
+        if dims.iter().any(|&d| self.shape()[d] == 0) {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: EMPTY_DIM,
+            });
+        }
+        Ok(())
+    }
+
+    fn sum_impl(&self, op: &'static str, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.dtype().require_numeric(op)?;
+        let dims = resolve_dims(op, dims, self.rank())?;
+        self.run_reduce(ReduceOp::Sum, &dims, keepdim, sum_dtype(self.dtype()))
+    }
+
+    fn mean_impl(&self, op: &'static str, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.dtype().require_float(op)?;
+        let dims = resolve_dims(op, dims, self.rank())?;
+        let count: usize = dims.iter().map(|&d| self.shape()[d]).product();
+        // f16/bf16 sums go through f32, so a sum past their range still
+        // gives the right mean; 0/0 makes the mean of nothing NaN.
+        let acc = if self.dtype() == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let sum = self.run_reduce(ReduceOp::Sum, &dims, keepdim, acc)?;
+        sum.div(&sum.scalar_like(count as f64)?)?
+            .to_dtype(self.dtype())
+    }
+
+    fn extreme_impl(
+        &self,
+        op: &'static str,
+        red: ReduceOp,
+        dims: &[isize],
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        self.dtype().require_numeric(op)?;
+        let dims = resolve_dims(op, dims, self.rank())?;
+        self.refuse_empty_dims(op, &dims)?;
+        self.run_reduce(red, &dims, keepdim, self.dtype())
+    }
+
+    /// This tensor's layout, with a size-1 dim added to a rank-0 tensor, and
+    /// `dim` resolved against it (kernels need a dim to work along).
+    fn along(&self, op: &'static str, dim: isize) -> Result<(Layout, usize)> {
+        let d = resolve_one(op, dim, self.rank())?;
+        let l = self.layout();
+        if self.rank() == 0 {
+            Ok((l.unsqueeze(0)?, 0))
+        } else {
+            Ok((l, d))
+        }
+    }
+
+    fn arg_impl(
+        &self,
+        op: &'static str,
+        red: ArgReduceOp,
+        dim: isize,
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        self.dtype().require_numeric(op)?;
+        let (layout, d) = self.along(op, dim)?;
+        if layout.shape()[d] == 0 {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: EMPTY_DIM,
+            });
+        }
+        let (keep, out_shape) = reduced_shapes(layout.shape(), &[d], keepdim)?;
+        let out_shape = if self.rank() == 0 {
+            Dims::new()
+        } else {
+            out_shape
+        };
+        let dev = self.device();
+        let out = Tensor::alloc(&out_shape, DType::I64, &dev)?;
+        let keep_layout = Layout::contiguous(&keep)?;
+        let (src_storage, dst_storage) = (self.storage(), out.storage());
+        let s = Src {
+            storage: &src_storage,
+            layout: &layout,
+            dtype: self.dtype(),
+        };
+        let o = Src {
+            storage: &dst_storage,
+            layout: &keep_layout,
+            dtype: DType::I64,
+        };
+        dev.backend().arg_reduce(red, s, d, o)?;
+        Ok(out)
+    }
+
+    fn softmax_impl(&self, op: &'static str, dim: isize, log: bool) -> Result<Tensor> {
+        self.dtype().require_float(op)?;
+        let (layout, d) = self.along(op, dim)?;
+        let dev = self.device();
+        let out = Tensor::alloc(self.shape(), self.dtype(), &dev)?;
+        let out_layout = Layout::contiguous(layout.shape())?;
+        let (src_storage, dst_storage) = (self.storage(), out.storage());
+        let s = Src {
+            storage: &src_storage,
+            layout: &layout,
+            dtype: self.dtype(),
+        };
+        let o = Src {
+            storage: &dst_storage,
+            layout: &out_layout,
+            dtype: self.dtype(),
+        };
+        dev.backend().softmax(s, d, log, o)?;
+        Ok(out)
+    }
+
+    // ------------------------------------------------------------- sums
+
+    /// Sum over `dims` (negative from the end; empty means every dim).
+    /// Integer tensors sum into `I64` (wrapping), floats keep their dtype
+    /// (accumulated in f64 on the reference backend).
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`]; [`Error::InvalidArgument`] for a repeated
+    /// dim; [`Error::UnsupportedDType`] for bool.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// assert_eq!(x.sum(&[0], false)?.to_vec::<f32>()?, vec![3.0, 5.0, 7.0]);
+    /// assert_eq!(x.sum(&[-1], true)?.shape(), &[2, 1]);
+    /// assert_eq!(x.sum(&[], false)?.item::<f32>()?, 15.0);
+    /// assert!(x.sum(&[1, -1], false).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn sum(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.sum_impl("sum", dims, keepdim)
+    }
+
+    /// Sum over one dim.
+    ///
+    /// # Errors
+    /// As [`Tensor::sum`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1i32, 2, 3, 4], &[2, 2], &Device::cpu())?;
+    /// let s = x.sum_dim(1, false)?;
+    /// assert_eq!((s.dtype(), s.to_vec::<i64>()?), (kael_core::DType::I64, vec![3, 7]));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.sum_impl("sum_dim", &[dim], keepdim)
+    }
+
+    /// Sum of every element, as a rank-0 tensor (0 for an empty tensor).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for bool.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.5f64, 2.5], &[2], &Device::cpu())?;
+    /// let s = x.sum_all()?;
+    /// assert_eq!((s.shape(), s.item::<f64>()?), (&[][..], 4.0));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.sum_impl("sum_all", &[], false)
+    }
+
+    /// Mean over `dims` (empty means every dim); NaN over an empty set, as
+    /// in PyTorch.
+    ///
+    /// # Errors
+    /// As [`Tensor::sum`]; [`Error::UnsupportedDType`] for non-float
+    /// tensors (convert with `to_dtype(DType::F32)`).
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// assert_eq!(x.mean(&[1], false)?.to_vec::<f32>()?, vec![1.0, 4.0]);
+    /// assert!(Tensor::arange(0i64, 3, &Device::cpu())?.mean(&[0], false).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn mean(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.mean_impl("mean", dims, keepdim)
+    }
+
+    /// Mean over one dim.
+    ///
+    /// # Errors
+    /// As [`Tensor::mean`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 5.0], &[2, 2], &Device::cpu())?;
+    /// assert_eq!(x.mean_dim(0, true)?.to_vec::<f32>()?, vec![2.0, 3.5]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.mean_impl("mean_dim", &[dim], keepdim)
+    }
+
+    /// Mean of every element, as a rank-0 tensor.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for non-float tensors.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0, 6.0], &[3], &Device::cpu())?;
+    /// assert_eq!(x.mean_all()?.item::<f32>()?, 3.0);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.mean_impl("mean_all", &[], false)
+    }
+
+    /// Product over one dim (1 over an empty dim); integers multiply into
+    /// `I64` (wrapping).
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`]; [`Error::UnsupportedDType`] for bool.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &Device::cpu())?;
+    /// assert_eq!(x.prod_dim(0, false)?.to_vec::<f32>()?, vec![3.0, 8.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        let op = "prod_dim";
+        self.dtype().require_numeric(op)?;
+        let dims = resolve_dims(op, &[dim], self.rank())?;
+        self.run_reduce(ReduceOp::Prod, &dims, keepdim, sum_dtype(self.dtype()))
+    }
+
+    // --------------------------------------------------------- extremes
+
+    /// Largest value along `dim` (PyTorch's `amax(dim)`, or the values of
+    /// `max(dim)`); NaN wins.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`]; [`Error::InvalidArgument`] when `dim` has
+    /// size 0; [`Error::UnsupportedDType`] for bool.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 5.0, 3.0, 2.0], &[2, 2], &Device::cpu())?;
+    /// assert_eq!(x.max_dim(1, false)?.to_vec::<f32>()?, vec![5.0, 3.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn max_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.extreme_impl("max_dim", ReduceOp::Max, &[dim], keepdim)
+    }
+
+    /// Smallest value along `dim`; NaN wins.
+    ///
+    /// # Errors
+    /// As [`Tensor::max_dim`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1i64, 5, 3, 2], &[2, 2], &Device::cpu())?;
+    /// assert_eq!(x.min_dim(0, true)?.to_vec::<i64>()?, vec![1, 2]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn min_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.extreme_impl("min_dim", ReduceOp::Min, &[dim], keepdim)
+    }
+
+    /// Largest element, as a rank-0 tensor; NaN wins.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty tensor; bool.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 5.0, 3.0], &[3], &Device::cpu())?;
+    /// assert_eq!(x.max_all()?.item::<f32>()?, 5.0);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn max_all(&self) -> Result<Tensor> {
+        self.extreme_impl("max_all", ReduceOp::Max, &[], false)
+    }
+
+    /// Smallest element, as a rank-0 tensor; NaN wins.
+    ///
+    /// # Errors
+    /// As [`Tensor::max_all`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[4u8, 2, 9], &[3], &Device::cpu())?;
+    /// assert_eq!(x.min_all()?.item::<u8>()?, 2);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn min_all(&self) -> Result<Tensor> {
+        self.extreme_impl("min_all", ReduceOp::Min, &[], false)
+    }
+
+    /// `I64` index of the first largest value along `dim` (the first NaN,
+    /// if any).
+    ///
+    /// # Errors
+    /// As [`Tensor::max_dim`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 5.0, 5.0, 2.0], &[2, 2], &Device::cpu())?;
+    /// assert_eq!(x.argmax(1, false)?.to_vec::<i64>()?, vec![1, 0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.arg_impl("argmax", ArgReduceOp::ArgMax, dim, keepdim)
+    }
+
+    /// `I64` index of the first smallest value along `dim` (the first NaN,
+    /// if any).
+    ///
+    /// # Errors
+    /// As [`Tensor::max_dim`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[3i32, 1, 1], &[3], &Device::cpu())?;
+    /// assert_eq!(x.argmin(0, false)?.item::<i64>()?, 1);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.arg_impl("argmin", ArgReduceOp::ArgMin, dim, keepdim)
+    }
+
+    // ---------------------------------------------------------- softmax
+
+    /// `e^x / sum(e^x)` along `dim`, computed stably (the row max is
+    /// subtracted first, so large logits do not overflow).
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`]; [`Error::UnsupportedDType`] for non-float tensors.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1000.0f32, 1000.0], &[2], &Device::cpu())?;
+    /// assert_eq!(x.softmax(0)?.to_vec::<f32>()?, vec![0.5, 0.5]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        self.softmax_impl("softmax", dim, false)
+    }
+
+    /// `log(softmax(x))` along `dim`, computed stably as
+    /// `x - max - log(sum(e^(x - max)))`.
+    ///
+    /// # Errors
+    /// As [`Tensor::softmax`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[0.0f64, 0.0], &[2], &Device::cpu())?;
+    /// let y = x.log_softmax(-1)?.to_vec::<f64>()?;
+    /// assert!((y[0] + core::f64::consts::LN_2).abs() < 1e-15);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        self.softmax_impl("log_softmax", dim, true)
+    }
+
+    /// `log(sum(e^x))` along `dim`, computed stably (`-inf` over an empty
+    /// dim; infinite maxima handled as PyTorch does).
+    ///
+    /// # Errors
+    /// As [`Tensor::softmax`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1000.0f64, 1000.0], &[2], &Device::cpu())?;
+    /// let y = x.logsumexp(0, false)?.item::<f64>()?;
+    /// assert!((y - (1000.0 + core::f64::consts::LN_2)).abs() < 1e-12);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn logsumexp(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        let op = "logsumexp";
+        self.dtype().require_float(op)?;
+        let dims = resolve_dims(op, &[dim], self.rank())?;
+        if dims.iter().any(|&d| self.shape()[d] == 0) {
+            let (_, out_shape) = reduced_shapes(self.shape(), &dims, keepdim)?;
+            return Tensor::full(&out_shape, f64::NEG_INFINITY, self.dtype(), &self.device());
+        }
+        // m = max, replaced by 0 where infinite (so inf - inf never appears)
+        let m = self.run_reduce(ReduceOp::Max, &dims, true, self.dtype())?;
+        let inf = m.abs()?.eq(&m.scalar_like(f64::INFINITY)?)?;
+        let m = inf.where_cond(&m.scalar_like(0.0)?, &m)?;
+        let lse = self
+            .sub(&m)?
+            .exp()?
+            .run_reduce(ReduceOp::Sum, &dims, keepdim, self.dtype())?
+            .log()?;
+        lse.add(&m.reshape(lse.shape())?)
+    }
+}
