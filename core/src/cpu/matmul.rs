@@ -1,17 +1,473 @@
 //! Matrix multiplication: batched, broadcast batch dims, cache-blocked.
+//!
+//! NOTE [Blocked matmul]
+//! One `[m, k] @ [k, n]` product per batch position, in the GotoBLAS loop
+//! order:
+//!
+//! ```text
+//! for jc in 0..n step NC:            pack rhs[:, jc..jc+NC] once (panels NR wide)
+//!   for ic in 0..m step MC:          C block (MC x NC) zeroed in the accumulator type
+//!     for pc in 0..k step KC:        pack lhs[ic.., pc..] (panels MR tall)
+//!       for each NR panel, MR panel: MR x NR register tile over KC (i-k-j order)
+//!     store the C block into dst (one rounding to the element type)
+//! ```
+//!
+//! Packing reads the operands through their strides, so transposed,
+//! step-sliced and stride-0 (broadcast) operands cost nothing extra, and it
+//! converts to the accumulator type once (`f16`/`bf16` accumulate in `f32`,
+//! `f32` in `f32`, `f64` in `f64`, integers in their own type with
+//! wrapping). Panels are zero-padded to whole tiles, so the inner kernel has
+//! no edge cases; padded rows and columns are never stored. The summation
+//! order depends only on the shapes, so results are deterministic.
+//!
+//! Scratch buffers (`k * NC + MC * KC + MC * NC` accumulator elements at
+//! most) are allocated fallibly before any work: running out is
+//! [`Error::OutOfMemory`] with `dst` untouched.
 
 use crate::backend::{Dst, Src};
-use crate::device::DeviceKind;
+use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
+use crate::layout::{Layout, walk};
+use crate::storage::{typed, typed_mut};
+use alloc::vec::Vec;
+use half::{bf16, f16};
+
+/// Rows of the register tile.
+const MR: usize = 4;
+/// Columns of the register tile.
+const NR: usize = 8;
+/// Rows of lhs packed per block (fits L2 with a KC-deep panel).
+const MC: usize = 64;
+/// Depth of one packed block.
+const KC: usize = 256;
+/// Columns of rhs packed per block.
+const NC: usize = 128;
+
+/// The type a product accumulates in.
+trait Accum: Copy + Default {
+    /// `self + a * b`.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// `self + o`.
+    fn plus(self, o: Self) -> Self;
+}
+
+macro_rules! float_accum {
+    ($t:ty) => {
+        impl Accum for $t {
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                self + a * b
+            }
+            #[inline(always)]
+            fn plus(self, o: Self) -> Self {
+                self + o
+            }
+        }
+    };
+}
+float_accum!(f32);
+float_accum!(f64);
+
+macro_rules! int_accum {
+    ($t:ty) => {
+        impl Accum for $t {
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                self.wrapping_add(a.wrapping_mul(b))
+            }
+            #[inline(always)]
+            fn plus(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+        }
+    };
+}
+int_accum!(i64);
+int_accum!(i32);
+int_accum!(u8);
+
+/// An element type of a matmul operand, with its accumulator.
+trait MatElem: Scalar {
+    type Acc: Accum;
+    fn up(self) -> Self::Acc;
+    fn down(a: Self::Acc) -> Self;
+}
+
+macro_rules! mat_elem_same {
+    ($($t:ty),*) => {$(
+        impl MatElem for $t {
+            type Acc = $t;
+            #[inline(always)]
+            fn up(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn down(a: $t) -> $t {
+                a
+            }
+        }
+    )*};
+}
+mat_elem_same!(f32, f64, i64, i32, u8);
+
+macro_rules! mat_elem_half {
+    ($($t:ty),*) => {$(
+        impl MatElem for $t {
+            type Acc = f32;
+            #[inline(always)]
+            fn up(self) -> f32 {
+                self.to_f32()
+            }
+            #[inline(always)]
+            fn down(a: f32) -> $t {
+                <$t>::from_f32(a)
+            }
+        }
+    )*};
+}
+mat_elem_half!(f16, bf16);
 
 /// `dst [.., m, n] = lhs [.., m, k] @ rhs [.., k, n]`.
 ///
+/// Any strides (transposed, sliced, stride-0 batch dims) are accepted for
+/// the operands; `dst` must not share storage with either. See NOTE
+/// [Blocked matmul].
+///
 /// # Errors
-/// Storage access conflicts.
+/// [`Error::UnsupportedDType`] for bool, [`Error::OutOfMemory`] for the
+/// scratch buffers, [`Error::InvalidArgument`] for ranks or shapes that do
+/// not form a matrix product or a destination aliasing a source, storage
+/// access conflicts.
 pub fn matmul(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-    let _ = (lhs, rhs, dst);
-    Err(Error::Unsupported {
-        op: "matmul",
-        device: DeviceKind::Cpu,
-    })
+    if lhs.dtype != dst.dtype || rhs.dtype != dst.dtype {
+        return Err(Error::DTypeMismatch {
+            op: "matmul",
+            expected: dst.dtype,
+            got: if lhs.dtype != dst.dtype {
+                lhs.dtype
+            } else {
+                rhs.dtype
+            },
+        });
+    }
+    let dims = Dims3::of(&lhs, &rhs, &dst)?;
+    if core::ptr::eq(lhs.storage, dst.storage) || core::ptr::eq(rhs.storage, dst.storage) {
+        return Err(Error::InvalidArgument {
+            op: "matmul",
+            reason: "the destination shares storage with an operand; write into a fresh tensor",
+        });
+    }
+    match dst.dtype {
+        DType::F32 => gemm::<f32>(lhs, rhs, dst, &dims),
+        DType::F64 => gemm::<f64>(lhs, rhs, dst, &dims),
+        DType::F16 => gemm::<f16>(lhs, rhs, dst, &dims),
+        DType::BF16 => gemm::<bf16>(lhs, rhs, dst, &dims),
+        DType::I64 => gemm::<i64>(lhs, rhs, dst, &dims),
+        DType::I32 => gemm::<i32>(lhs, rhs, dst, &dims),
+        DType::U8 => gemm::<u8>(lhs, rhs, dst, &dims),
+        DType::Bool => Err(Error::UnsupportedDType {
+            op: "matmul",
+            dtype: DType::Bool,
+            supported: "f32, f64, f16, bf16, i64, i32, u8",
+        }),
+    }
+}
+
+/// Matrix sizes and strides, plus batch-only layouts of the three operands.
+struct Dims3 {
+    m: usize,
+    k: usize,
+    n: usize,
+    /// lhs strides along m and k.
+    a_rs: usize,
+    a_cs: usize,
+    /// rhs strides along k and n.
+    b_rs: usize,
+    b_cs: usize,
+    /// dst strides along m and n.
+    c_rs: usize,
+    c_cs: usize,
+    /// The batch dims of dst, lhs, rhs (shape of dst's batch dims, each
+    /// operand's own strides and offset).
+    batch: [Layout; 3],
+}
+
+impl Dims3 {
+    fn of(lhs: &Src<'_>, rhs: &Src<'_>, dst: &Dst<'_>) -> Result<Self> {
+        let bad = |reason| Error::InvalidArgument {
+            op: "matmul",
+            reason,
+        };
+        let rank = dst.layout.rank();
+        if rank < 2 || lhs.layout.rank() != rank || rhs.layout.rank() != rank {
+            return Err(bad(
+                "the kernel needs lhs, rhs and dst of one rank >= 2; use Tensor::matmul, which broadcasts",
+            ));
+        }
+        let (ls, rs, ds) = (lhs.layout.shape(), rhs.layout.shape(), dst.layout.shape());
+        let (m, k, n) = (ls[rank - 2], ls[rank - 1], rs[rank - 1]);
+        if rs[rank - 2] != k || ds[rank - 2] != m || ds[rank - 1] != n {
+            return Err(bad(
+                "shapes must be lhs [.., m, k], rhs [.., k, n], dst [.., m, n]; use Tensor::matmul",
+            ));
+        }
+        if ls[..rank - 2] != ds[..rank - 2] || rs[..rank - 2] != ds[..rank - 2] {
+            return Err(bad(
+                "batch dims must already be broadcast to dst's; use Tensor::matmul",
+            ));
+        }
+        let batch_of =
+            |l: &Layout| Layout::new(&ds[..rank - 2], &l.strides()[..rank - 2], l.offset());
+        let (a, b, c) = (
+            lhs.layout.strides(),
+            rhs.layout.strides(),
+            dst.layout.strides(),
+        );
+        Ok(Self {
+            m,
+            k,
+            n,
+            a_rs: a[rank - 2],
+            a_cs: a[rank - 1],
+            b_rs: b[rank - 2],
+            b_cs: b[rank - 1],
+            c_rs: c[rank - 2],
+            c_cs: c[rank - 1],
+            batch: [
+                batch_of(dst.layout)?,
+                batch_of(lhs.layout)?,
+                batch_of(rhs.layout)?,
+            ],
+        })
+    }
+}
+
+/// A zero-filled scratch vector, allocated fallibly.
+fn scratch<A: Copy + Default>(len: usize) -> Result<Vec<A>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        requested: len.saturating_mul(core::mem::size_of::<A>()),
+        available: None,
+    })?;
+    v.resize(len, A::default());
+    Ok(v)
+}
+
+/// The packed scratch of one matrix product.
+struct Buffers<A> {
+    /// rhs column block: `k` rows by `nc` (padded to NR) columns, stored as
+    /// KC-deep blocks of NR-wide panels.
+    b: Vec<A>,
+    /// lhs block: `mc` (padded to MR) rows by `kc` columns, as MR-tall panels.
+    a: Vec<A>,
+    /// The C block being accumulated: `MC x NC`, row-major.
+    c: Vec<A>,
+}
+
+fn gemm<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Result<()> {
+    let (m, k, n) = (d.m, d.k, d.n);
+    if d.batch[0].numel() == 0 || m == 0 || n == 0 {
+        return Ok(());
+    }
+    let nc_pad = n.min(NC).next_multiple_of(NR);
+    let mc_pad = m.min(MC).next_multiple_of(MR);
+    let kc_max = k.min(KC);
+    let mut buf = Buffers::<T::Acc> {
+        b: scratch(k.saturating_mul(nc_pad))?,
+        a: scratch(mc_pad * kc_max)?,
+        c: scratch(m.min(MC) * n.min(NC))?,
+    };
+    let ga = lhs.storage.read("matmul")?;
+    let gb = rhs.storage.read("matmul")?;
+    let mut gd = dst.storage.write("matmul")?;
+    let sa = typed::<T>(ga.bytes())?;
+    let sb = typed::<T>(gb.bytes())?;
+    let sd = typed_mut::<T>(gd.bytes_mut())?;
+    let [bd, bl, br] = &d.batch;
+    walk([bd, bl, br], |[od, ol, or]| {
+        gemm_one::<T>(sa, ol, sb, or, sd, od, d, &mut buf);
+    });
+    Ok(())
+}
+
+/// One `[m, k] @ [k, n]` product, operands at offsets `oa`/`ob`, result at `oc`.
+#[allow(clippy::too_many_arguments)]
+fn gemm_one<T: MatElem>(
+    sa: &[T],
+    oa: usize,
+    sb: &[T],
+    ob: usize,
+    sc: &mut [T],
+    oc: usize,
+    d: &Dims3,
+    buf: &mut Buffers<T::Acc>,
+) {
+    let (m, k, n) = (d.m, d.k, d.n);
+    for jc in (0..n).step_by(NC) {
+        let nc = NC.min(n - jc);
+        let nc_pad = nc.next_multiple_of(NR);
+        pack_b::<T>(sb, ob + jc * d.b_cs, d, nc, &mut buf.b);
+        for ic in (0..m).step_by(MC) {
+            let mc = MC.min(m - ic);
+            let cblk = &mut buf.c[..mc * nc];
+            cblk.fill(T::Acc::default());
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                pack_a::<T>(sa, oa + ic * d.a_rs + pc * d.a_cs, d, mc, kc, &mut buf.a);
+                let bblk = &buf.b[pc * nc_pad..(pc + kc) * nc_pad];
+                for jr in (0..nc).step_by(NR) {
+                    let nr = NR.min(nc - jr);
+                    let bpanel = &bblk[jr * kc..(jr + NR) * kc];
+                    for ir in (0..mc).step_by(MR) {
+                        let mr = MR.min(mc - ir);
+                        let apanel = &buf.a[ir * kc..(ir + MR) * kc];
+                        let tile = micro_kernel(kc, apanel, bpanel);
+                        for (i, row) in tile.iter().enumerate().take(mr) {
+                            let crow = &mut cblk[(ir + i) * nc + jr..(ir + i) * nc + jr + nr];
+                            for (c, &t) in crow.iter_mut().zip(row.iter()) {
+                                *c = c.plus(t);
+                            }
+                        }
+                    }
+                }
+            }
+            for i in 0..mc {
+                let row = oc + (ic + i) * d.c_rs + jc * d.c_cs;
+                for (j, &c) in cblk[i * nc..(i + 1) * nc].iter().enumerate() {
+                    sc[row + j * d.c_cs] = T::down(c);
+                }
+            }
+        }
+    }
+}
+
+/// Packs `rhs[0..k, jc..jc+nc]` (starting at storage offset `o`): for each
+/// KC-deep block, NR-wide panels, each `kc` rows of NR values (zero-padded).
+fn pack_b<T: MatElem>(sb: &[T], o: usize, d: &Dims3, nc: usize, out: &mut [T::Acc]) {
+    let nc_pad = nc.next_multiple_of(NR);
+    for pc in (0..d.k).step_by(KC) {
+        let kc = KC.min(d.k - pc);
+        let blk = &mut out[pc * nc_pad..(pc + kc) * nc_pad];
+        for jr in (0..nc_pad).step_by(NR) {
+            let panel = &mut blk[jr * kc..(jr + NR) * kc];
+            for p in 0..kc {
+                let src = o + (pc + p) * d.b_rs;
+                for j in 0..NR {
+                    panel[p * NR + j] = if jr + j < nc {
+                        sb[src + (jr + j) * d.b_cs].up()
+                    } else {
+                        T::Acc::default()
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Packs `lhs[0..mc, 0..kc]` (starting at storage offset `o`) into MR-tall
+/// panels, each `kc` columns of MR values (zero-padded).
+fn pack_a<T: MatElem>(sa: &[T], o: usize, d: &Dims3, mc: usize, kc: usize, out: &mut [T::Acc]) {
+    let mc_pad = mc.next_multiple_of(MR);
+    for ir in (0..mc_pad).step_by(MR) {
+        let panel = &mut out[ir * kc..(ir + MR) * kc];
+        for i in 0..MR {
+            if ir + i < mc {
+                let src = o + (ir + i) * d.a_rs;
+                for p in 0..kc {
+                    panel[p * MR + i] = sa[src + p * d.a_cs].up();
+                }
+            } else {
+                for p in 0..kc {
+                    panel[p * MR + i] = T::Acc::default();
+                }
+            }
+        }
+    }
+}
+
+/// The MR x NR register tile of `a_panel (MR x kc) @ b_panel (kc x NR)`,
+/// accumulated in i-k-j order over the packed panels.
+#[inline(always)]
+fn micro_kernel<A: Accum>(kc: usize, a: &[A], b: &[A]) -> [[A; NR]; MR] {
+    let mut acc = [[A::default(); NR]; MR];
+    for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)).take(kc) {
+        for i in 0..MR {
+            let ai = ap[i];
+            for j in 0..NR {
+                acc[i][j] = acc[i][j].mul_add(ai, bp[j]);
+            }
+        }
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::shared::Shared;
+    use crate::storage::Storage;
+
+    fn storage_of(v: &[f64]) -> Shared<Storage> {
+        let s = Storage::zeroed(v.len() * 8, &Device::cpu()).unwrap();
+        {
+            let mut g = s.write("t").unwrap();
+            typed_mut::<f64>(g.bytes_mut()).unwrap().copy_from_slice(v);
+        }
+        Shared::new(s)
+    }
+
+    fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = alloc::vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for p in 0..k {
+                    c[i * n + j] += a[i * k + p] * b[p * n + j];
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn blocked_product_crosses_every_block_edge() {
+        // m, k, n just past MC, KC, NC so every loop has a ragged last block.
+        let (m, k, n) = (MC + 3, KC + 5, NC + 9);
+        let a: Vec<f64> = (0..m * k).map(|i| ((i * 7) % 13) as f64 - 6.0).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| ((i * 5) % 11) as f64 - 5.0).collect();
+        let (sa, sb) = (storage_of(&a), storage_of(&b));
+        let sc = storage_of(&alloc::vec![0.0; m * n]);
+        let (la, lb, lc) = (
+            Layout::contiguous(&[m, k]).unwrap(),
+            Layout::contiguous(&[k, n]).unwrap(),
+            Layout::contiguous(&[m, n]).unwrap(),
+        );
+        let src = |s, l| Src {
+            storage: s,
+            layout: l,
+            dtype: DType::F64,
+        };
+        matmul(src(&sa, &la), src(&sb, &lb), src(&sc, &lc)).unwrap();
+        let g = sc.read("t").unwrap();
+        // small integers: the f64 sums are exact, so equality is expected
+        assert_eq!(
+            typed::<f64>(g.bytes()).unwrap(),
+            &naive(&a, &b, m, k, n)[..]
+        );
+    }
+
+    #[test]
+    fn destination_aliasing_an_operand_is_refused() {
+        let s = storage_of(&[1.0, 2.0, 3.0, 4.0]);
+        let l = Layout::contiguous(&[2, 2]).unwrap();
+        let src = Src {
+            storage: &s,
+            layout: &l,
+            dtype: DType::F64,
+        };
+        assert!(matches!(
+            matmul(src, src, src),
+            Err(Error::InvalidArgument { op: "matmul", .. })
+        ));
+    }
 }
