@@ -93,6 +93,8 @@ pub enum UnaryOp {
     Step,
     /// sign of x (-1, 0, 1)
     Sign,
+    /// the error function
+    Erf,
 }
 
 impl UnaryOp {
@@ -133,6 +135,7 @@ impl UnaryOp {
             UnaryOp::Affine { .. } => "affine",
             UnaryOp::Step => "step",
             UnaryOp::Sign => "sign",
+            UnaryOp::Erf => "erf",
         }
     }
 }

@@ -410,8 +410,9 @@ impl Layout {
         let old_strides = &self.strides;
         let numel = self.numel();
         let mut new_strides = Dims::from_slice(new_shape).ok()?;
-        if numel == 0 {
-            // any shape with the same (zero) numel; use contiguous strides
+        if numel == 0 || old_shape.is_empty() {
+            // no elements, or one element of a rank-0 tensor: any shape with
+            // the same numel is a view with contiguous strides
             return Some(contiguous_strides(new_shape));
         }
         let mut view_d = new_shape.len() as isize - 1;

@@ -22,6 +22,7 @@
 //! ## Features
 //! * `sync`: `Arc` handles and atomic counters, `Tensor: Send + Sync`
 //!   (needs atomic CAS, so not on thumbv6m). Default: `Rc`, `!Send`.
+//! * `std`: per-thread grad mode (global without it).
 //! * `defmt`: `defmt::Format` for [`Error`], [`DType`], [`DeviceKind`], [`Dims`].
 //!
 //! ```
@@ -38,8 +39,11 @@
 #![doc(test(attr(deny(warnings))))]
 
 extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
 
 pub mod allocator;
+pub mod autograd;
 pub mod backend;
 pub mod cpu;
 pub mod device;
@@ -51,7 +55,9 @@ pub mod shape;
 pub mod shared;
 pub mod storage;
 pub mod tensor;
+pub mod testing;
 
+pub use autograd::{enable_grad, is_grad_enabled, no_grad, set_grad_enabled};
 pub use backend::Backend;
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, Element};

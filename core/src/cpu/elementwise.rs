@@ -231,6 +231,7 @@ fn float_unary<T: Float>(op: UnaryOp) -> impl Fn(T) -> T {
             }
         }
         UnaryOp::Sign => sign(x),
+        UnaryOp::Erf => x.map_f(libm::erff, libm::erf),
     }
 }
 

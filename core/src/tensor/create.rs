@@ -1,6 +1,7 @@
 //! Constructors, reading values out, copies, casts and device moves.
 
 use super::{Placement, Tensor, TensorImpl};
+use crate::autograd::rules::Rule;
 use crate::device::Device;
 use crate::dtype::{DType, Element, Scalar};
 use crate::error::{ErrShape, Error, Result};
@@ -414,6 +415,7 @@ impl Tensor {
         let dev = self.device();
         let out = Tensor::alloc(self.shape(), self.dtype(), &dev)?;
         self.with_src(|s| out.with_src(|d| dev.backend().copy_strided(s, d)))?;
+        crate::autograd::record(&out, &[self], || Ok(Rule::Identity))?;
         Ok(out)
     }
 
@@ -459,6 +461,9 @@ impl Tensor {
         let dev = self.device();
         let out = Tensor::alloc(self.shape(), dtype, &dev)?;
         self.with_src(|s| out.with_src(|d| dev.backend().cast(s, d)))?;
+        if dtype.is_float() {
+            crate::autograd::record(&out, &[self], || Ok(Rule::ToDtype { from: self.dtype() }))?;
+        }
         Ok(out)
     }
 
@@ -491,6 +496,11 @@ impl Tensor {
             .read_bytes(&src.storage(), src.offset() * src.element_size(), &mut host)?;
         let out = Tensor::alloc(self.shape(), self.dtype(), device)?;
         device.backend().write_bytes(&out.storage(), 0, &host)?;
+        crate::autograd::record(&out, &[self], || {
+            Ok(Rule::ToDevice {
+                from: self.device(),
+            })
+        })?;
         Ok(out)
     }
 
@@ -517,7 +527,7 @@ impl Tensor {
         if self.device().same_as(device) {
             return Ok(());
         }
-        let moved = self.to_device(device)?;
+        let moved = crate::autograd::no_grad(|| self.to_device(device))?;
         let p = moved.placement();
         let old = self.replace_placement(Placement {
             storage: p.storage,

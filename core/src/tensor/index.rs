@@ -8,6 +8,7 @@
 //! was.
 
 use super::Tensor;
+use crate::autograd::{self, rules::Rule};
 use crate::backend::Src;
 use crate::dtype::DType;
 use crate::error::{ErrShape, Error, Result};
@@ -135,6 +136,12 @@ impl Tensor {
             }
             start += len;
         }
+        autograd::record(&out, tensors, || {
+            Ok(Rule::Cat {
+                dim: d,
+                sizes: tensors.iter().map(|t| t.shape()[d]).collect(),
+            })
+        })?;
         Ok(out)
     }
 
@@ -228,6 +235,13 @@ impl Tensor {
         let dev = self.device();
         let out = Tensor::alloc(&shape, self.dtype(), &dev)?;
         self.select_into(d, indices, &il, &out, &out.layout())?;
+        autograd::record(&out, &[self], || {
+            Ok(Rule::IndexSelect {
+                dim: d as isize,
+                indices: indices.clone(),
+                input_shape: self.dims().clone(),
+            })
+        })?;
         Ok(out)
     }
 
@@ -296,6 +310,13 @@ impl Tensor {
         let dev = self.device();
         let out = Tensor::alloc(index.shape(), self.dtype(), &dev)?;
         self.with_src(|s| index.with_src(|i| out.with_src(|o| dev.backend().gather(s, d, i, o))))?;
+        autograd::record(&out, &[self], || {
+            Ok(Rule::Gather {
+                dim: d as isize,
+                index: index.clone(),
+                input_shape: self.dims().clone(),
+            })
+        })?;
         Ok(out)
     }
 
@@ -338,7 +359,7 @@ impl Tensor {
                 got: ErrShape::of(src.shape()),
             });
         }
-        let out = self.deep_clone()?;
+        let out = autograd::no_grad(|| self.deep_clone())?;
         let dev = self.device();
         let is = indices.storage();
         let idx = Src {
@@ -347,6 +368,12 @@ impl Tensor {
             dtype: indices.dtype(),
         };
         out.with_src(|o| src.with_src(|s| dev.backend().index_add(o, d, idx, s)))?;
+        autograd::record(&out, &[self, src], || {
+            Ok(Rule::IndexAdd {
+                dim: d as isize,
+                indices: indices.clone(),
+            })
+        })?;
         Ok(out)
     }
 
@@ -398,10 +425,16 @@ impl Tensor {
                 reason: "index.size(d) must not exceed src.size(d) for every d, nor input.size(d) for d other than dim; narrow the index",
             });
         }
-        let out = self.deep_clone()?;
+        let out = autograd::no_grad(|| self.deep_clone())?;
         let dev = self.device();
         out.with_src(|o| {
             index.with_src(|i| src.with_src(|s| dev.backend().scatter_add(o, d, i, s)))
+        })?;
+        autograd::record(&out, &[self, src], || {
+            Ok(Rule::ScatterAdd {
+                dim: d as isize,
+                index: index.clone(),
+            })
         })?;
         Ok(out)
     }
@@ -451,6 +484,12 @@ impl Tensor {
         weight
             .select_into(0, &flat, &il, &out, &rows)
             .map_err(|e| rename(OP, e))?;
+        autograd::record(&out, &[weight], || {
+            Ok(Rule::Embedding {
+                indices: flat.clone(),
+                weight_shape: weight.dims().clone(),
+            })
+        })?;
         Ok(out)
     }
 }

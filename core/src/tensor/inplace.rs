@@ -14,6 +14,7 @@
 
 use super::Tensor;
 use super::ops::{check_binary_dtype, check_clamp};
+use crate::autograd::{self, SavedTensor, rules::Rule};
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::error::{ErrShape, Error, Result};
 use crate::shape::broadcast_shapes;
@@ -50,7 +51,7 @@ impl Tensor {
             src.broadcast_to(self.shape())?
         };
         if b.shares_storage(self) && !(b.layout() == self.layout() && b.dtype() == self.dtype()) {
-            return b.deep_clone();
+            return autograd::no_grad(|| b.deep_clone());
         }
         Ok(b)
     }
@@ -59,10 +60,37 @@ impl Tensor {
         self.same_dtype(op.name(), other)?;
         check_binary_dtype(op, self.dtype())?;
         self.check_writable(op.name())?;
-        let src = self.source_for(op.name(), other)?;
+        self.check_inplace_autograd(op.name())?;
+        let src = autograd::no_grad(|| self.source_for(op.name(), other))?;
+        let record = autograd::needs_record(&[self, other]);
+        let old_edge = if record {
+            autograd::grad_edge(self)
+        } else {
+            None
+        };
+        let old_self = if record && op == BinaryOp::Mul && other.requires_grad() {
+            Some(autograd::no_grad(|| self.deep_clone())?)
+        } else {
+            None
+        };
         let dev = self.device();
         self.with_src(|d| src.with_src(|s| dev.backend().binary(op, d, s, d)))?;
         self.storage().bump_version();
+        if record {
+            let saves_other = matches!(op, BinaryOp::Mul | BinaryOp::Div);
+            let rule = Rule::InplaceBinary {
+                op,
+                old_self,
+                other: saves_other.then(|| SavedTensor::input(other)),
+                out: if op == BinaryOp::Div {
+                    Some(SavedTensor::output(self)?)
+                } else {
+                    None
+                },
+                other_shape: other.dims().clone(),
+            };
+            autograd::record_inplace(self, old_edge, &[other], rule);
+        }
         Ok(())
     }
 
@@ -72,9 +100,26 @@ impl Tensor {
             self.dtype().require_float(op.name())?;
         }
         self.check_writable(op.name())?;
+        self.check_inplace_autograd(op.name())?;
+        let record = autograd::needs_record(&[self]);
+        let old_edge = if record {
+            autograd::grad_edge(self)
+        } else {
+            None
+        };
+        let mask = if record {
+            Some(autograd::no_grad(|| {
+                self.unary_op(op)?.eq(self)?.to_dtype(self.dtype())
+            })?)
+        } else {
+            None
+        };
         let dev = self.device();
         self.with_src(|d| dev.backend().unary(op, d, d))?;
         self.storage().bump_version();
+        if let Some(mask) = mask {
+            autograd::record_inplace(self, old_edge, &[], Rule::InplaceMask { mask });
+        }
         Ok(())
     }
 
@@ -158,9 +203,19 @@ impl Tensor {
     /// ```
     pub fn fill_(&self, value: f64) -> Result<()> {
         self.check_writable("fill_")?;
+        self.check_inplace_autograd("fill_")?;
+        let record = autograd::needs_record(&[self]);
+        let old_edge = if record {
+            autograd::grad_edge(self)
+        } else {
+            None
+        };
         let dev = self.device();
         self.with_src(|d| dev.backend().fill(d, value))?;
         self.storage().bump_version();
+        if record {
+            autograd::record_inplace(self, old_edge, &[], Rule::InplaceFill);
+        }
         Ok(())
     }
 
@@ -196,15 +251,23 @@ impl Tensor {
     /// ```
     pub fn copy_(&self, src: &Tensor) -> Result<()> {
         self.check_writable("copy_")?;
+        self.check_inplace_autograd("copy_")?;
+        let record = autograd::needs_record(&[self, src]);
+        let old_edge = if record {
+            autograd::grad_edge(self)
+        } else {
+            None
+        };
+        let original = src.clone();
         let dev = self.device();
         let src = if src.device().same_as(&dev) {
             src.clone()
         } else {
-            src.to_device(&dev)?
+            autograd::no_grad(|| src.to_device(&dev))?
         };
-        let src = self.source_for("copy_", &src)?;
+        let src = autograd::no_grad(|| self.source_for("copy_", &src))?;
         let src = if src.shares_storage(self) && src.dtype() != self.dtype() {
-            src.deep_clone()?
+            autograd::no_grad(|| src.deep_clone())?
         } else {
             src
         };
@@ -218,6 +281,14 @@ impl Tensor {
             })
         })?;
         self.storage().bump_version();
+        if record {
+            let rule = Rule::InplaceCopy {
+                src_shape: original.dims().clone(),
+                src_dtype: original.dtype(),
+                src_device: original.device(),
+            };
+            autograd::record_inplace(self, old_edge, &[&original], rule);
+        }
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 //! operands are absent from the result's shape.
 
 use super::Tensor;
+use crate::autograd::{self, SavedTensor, rules::Rule};
 use crate::backend::Src;
 use crate::dtype::DType;
 use crate::error::{ErrShape, Error, Result};
@@ -116,6 +117,45 @@ fn run(a: &Tensor, b: &Tensor, p: Plan) -> Result<Tensor> {
     Ok(out)
 }
 
+/// Runs the product; when autograd records, goes through tensor views
+/// (unsqueeze, expand: recorded, so their backward reduces gradients back)
+/// around one recorded `[batch.., m, k] @ [batch.., k, n]` node.
+fn product(a: &Tensor, b: &Tensor, p: Plan) -> Result<Tensor> {
+    if !autograd::needs_record(&[a, b]) {
+        return run(a, b, p);
+    }
+    let a2 = if a.rank() == 1 {
+        a.unsqueeze(0)?
+    } else {
+        a.clone()
+    };
+    let b2 = if b.rank() == 1 {
+        b.unsqueeze(1)?
+    } else {
+        b.clone()
+    };
+    let a3 = a2.expand(&spec(p.lhs.shape())[..])?;
+    let b3 = b2.expand(&spec(p.rhs.shape())[..])?;
+    let inner = Plan {
+        lhs: a3.layout(),
+        rhs: b3.layout(),
+        kernel_out: p.kernel_out.clone(),
+        out: p.kernel_out.clone(),
+    };
+    let out = autograd::no_grad(|| run(&a3, &b3, inner))?;
+    autograd::record(&out, &[&a3, &b3], || {
+        Ok(Rule::Matmul {
+            a: SavedTensor::input(&a3),
+            b: SavedTensor::input(&b3),
+        })
+    })?;
+    if out.shape() == &p.out[..] {
+        Ok(out)
+    } else {
+        out.reshape(&p.out)
+    }
+}
+
 impl Tensor {
     /// Matrix product with PyTorch `matmul` semantics:
     ///
@@ -150,7 +190,7 @@ impl Tensor {
     /// ```
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         let p = plan("matmul", self, rhs)?;
-        run(self, rhs, p)
+        product(self, rhs, p)
     }
 
     /// The product of two matrices (both rank 2; no broadcasting).
@@ -178,7 +218,7 @@ impl Tensor {
             }
         }
         let p = plan("mm", self, rhs)?;
-        run(self, rhs, p)
+        product(self, rhs, p)
     }
 
     /// Batched matrix product: `[b, m, k] @ [b, k, n] -> [b, m, n]` (equal
@@ -219,7 +259,7 @@ impl Tensor {
             });
         }
         let p = plan("bmm", self, rhs)?;
-        run(self, rhs, p)
+        product(self, rhs, p)
     }
 
     /// The dot product of two vectors of equal length (rank 0 result).
@@ -247,6 +287,6 @@ impl Tensor {
             }
         }
         let p = plan("dot", self, rhs)?;
-        run(self, rhs, p)
+        product(self, rhs, p)
     }
 }

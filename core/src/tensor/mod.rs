@@ -27,6 +27,7 @@ mod view;
 pub use create::ShapeSpec;
 pub use explain::explain;
 
+use crate::autograd::AutogradMeta;
 use crate::backend::Src;
 use crate::device::Device;
 use crate::dtype::{DType, Element};
@@ -45,13 +46,6 @@ pub(crate) struct Placement {
     pub(crate) offset: usize,
 }
 
-/// Per-tensor autograd state (allocated only for tensors that need it).
-#[derive(Default)]
-pub(crate) struct AutogradMeta {
-    pub(crate) requires_grad: bool,
-    pub(crate) grad: Option<Tensor>,
-}
-
 /// What a [`Tensor`] points to. See the module's INVARIANTS.
 pub struct TensorImpl {
     shape: Dims,
@@ -62,6 +56,10 @@ pub struct TensorImpl {
 }
 
 impl TensorImpl {
+    pub(crate) fn take_autograd(self) -> Option<Box<AutogradMeta>> {
+        self.autograd.into_inner()
+    }
+
     /// Builds a validated impl (the only constructor).
     ///
     /// # Errors
@@ -283,6 +281,12 @@ impl Tensor {
         if on {
             self.dtype().require_float("requires_grad_")?;
         }
+        if !self.is_leaf() {
+            return Err(Error::Autograd {
+                op: "requires_grad_",
+                reason: "requires_grad can only be changed on leaf tensors; call detach() to get a leaf",
+            });
+        }
         self.0
             .autograd
             .with(|m| m.get_or_insert_with(Default::default).requires_grad = on);
@@ -298,7 +302,16 @@ impl Tensor {
 
     /// The name of the op that produced this tensor in the autograd graph.
     pub fn grad_fn_name(&self) -> Option<&'static str> {
-        None
+        self.grad_fn().map(|n| n.name())
+    }
+
+    pub(crate) fn autograd_slot(&self) -> &Lock<Option<Box<AutogradMeta>>> {
+        &self.0.autograd
+    }
+
+    /// The impl, when this is its only handle.
+    pub(crate) fn into_unique_impl(self) -> Option<TensorImpl> {
+        Shared::try_unwrap(self.0).ok()
     }
 
     // ------------------------------------------------------------ internals

@@ -1,6 +1,8 @@
 //! Elementwise operations with broadcasting, and operator overloads.
 
 use super::Tensor;
+use crate::autograd::SavedTensor;
+use crate::autograd::rules::{self, Rule};
 use crate::backend::{BinaryOp, CmpOp, UnaryOp};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -22,6 +24,18 @@ impl Tensor {
         let dev = self.device();
         let out = Tensor::alloc(self.shape(), self.dtype(), &dev)?;
         self.with_src(|s| out.with_src(|d| dev.backend().unary(op, s, d)))?;
+        crate::autograd::record(&out, &[self], || {
+            let (need_x, need_out) = rules::unary_needs(op);
+            Ok(Rule::Unary {
+                op,
+                x: need_x.then(|| SavedTensor::input(self)),
+                out: if need_out {
+                    Some(SavedTensor::output(&out)?)
+                } else {
+                    None
+                },
+            })
+        })?;
         Ok(out)
     }
 
@@ -54,6 +68,21 @@ impl Tensor {
         let dev = a.device();
         let out = Tensor::alloc(a.shape(), a.dtype(), &dev)?;
         a.with_src(|sa| b.with_src(|sb| out.with_src(|d| dev.backend().binary(op, sa, sb, d))))?;
+        crate::autograd::record(&out, &[self, other], || {
+            let (na, nb, no) = rules::binary_needs(op);
+            Ok(Rule::Binary {
+                op,
+                a: na.then(|| SavedTensor::input(self)),
+                b: nb.then(|| SavedTensor::input(other)),
+                out: if no {
+                    Some(SavedTensor::output(&out)?)
+                } else {
+                    None
+                },
+                a_shape: self.dims().clone(),
+                b_shape: other.dims().clone(),
+            })
+        })?;
         Ok(out)
     }
 
@@ -139,6 +168,8 @@ impl Tensor {
         cos => UnaryOp::Cos, "assert!((x.cos()?.to_vec::<f32>()?[1] - 0.87758255).abs() < 1e-6);";
         /// Sign: -1, 0 or 1.
         sign => UnaryOp::Sign, "assert_eq!(x.sign()?.to_vec::<f32>()?, vec![-1.0, 1.0, 1.0]);";
+        /// The error function.
+        erf => UnaryOp::Erf, "assert!((x.erf()?.to_vec::<f32>()?[1] - 0.5204999).abs() < 1e-6);";
     }
 
     /// `x ^ exponent` (float dtypes).
@@ -395,6 +426,13 @@ impl Tensor {
         c.with_src(|sc| {
             t.with_src(|st| {
                 f.with_src(|sf| out.with_src(|d| dev.backend().where_cond(sc, st, sf, d)))
+            })
+        })?;
+        crate::autograd::record(&out, &[self, on_true, on_false], || {
+            Ok(Rule::Where {
+                cond: self.clone(),
+                t_shape: on_true.dims().clone(),
+                f_shape: on_false.dims().clone(),
             })
         })?;
         Ok(out)

@@ -9,6 +9,7 @@
 //! keepdim shape (same elements, same order).
 
 use super::Tensor;
+use crate::autograd::{self, SavedTensor, rules::Rule};
 use crate::backend::{ArgReduceOp, ReduceOp, Src};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -117,7 +118,21 @@ impl Tensor {
     fn sum_impl(&self, op: &'static str, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.dtype().require_numeric(op)?;
         let dims = resolve_dims(op, dims, self.rank())?;
-        self.run_reduce(ReduceOp::Sum, &dims, keepdim, sum_dtype(self.dtype()))
+        let out = self.run_reduce(ReduceOp::Sum, &dims, keepdim, sum_dtype(self.dtype()))?;
+        self.record_sum(&out, &dims, 1.0)?;
+        Ok(out)
+    }
+
+    /// Records a sum (scaled for mean) over resolved `dims`.
+    fn record_sum(&self, out: &Tensor, dims: &[usize], scale: f64) -> Result<()> {
+        autograd::record(out, &[self], || {
+            let (keep_shape, _) = reduced_shapes(self.shape(), dims, true)?;
+            Ok(Rule::Sum {
+                keep_shape,
+                input_shape: self.dims().clone(),
+                scale,
+            })
+        })
     }
 
     fn mean_impl(&self, op: &'static str, dims: &[isize], keepdim: bool) -> Result<Tensor> {
@@ -132,8 +147,11 @@ impl Tensor {
             DType::F32
         };
         let sum = self.run_reduce(ReduceOp::Sum, &dims, keepdim, acc)?;
-        sum.div(&sum.scalar_like(count as f64)?)?
-            .to_dtype(self.dtype())
+        let out = sum
+            .div(&sum.scalar_like(count as f64)?)?
+            .to_dtype(self.dtype())?;
+        self.record_sum(&out, &dims, 1.0 / count as f64)?;
+        Ok(out)
     }
 
     fn extreme_impl(
@@ -146,7 +164,31 @@ impl Tensor {
         self.dtype().require_numeric(op)?;
         let dims = resolve_dims(op, dims, self.rank())?;
         self.refuse_empty_dims(op, &dims)?;
-        self.run_reduce(red, &dims, keepdim, self.dtype())
+        let out = self.run_reduce(red, &dims, keepdim, self.dtype())?;
+        if autograd::needs_record(&[self]) {
+            let rule = if matches!(op, "max_dim" | "min_dim") && self.rank() > 0 {
+                let arg = if red == ReduceOp::Max {
+                    ArgReduceOp::ArgMax
+                } else {
+                    ArgReduceOp::ArgMin
+                };
+                let indices = self.arg_impl(op, arg, dims[0] as isize, true)?;
+                let (keep_shape, _) = reduced_shapes(self.shape(), &dims, true)?;
+                Rule::IndexReduce {
+                    dim: dims[0],
+                    indices,
+                    keep_shape,
+                    input_shape: self.dims().clone(),
+                }
+            } else {
+                Rule::AllReduce {
+                    x: SavedTensor::input(self),
+                    out: SavedTensor::output(&out)?,
+                }
+            };
+            autograd::record(&out, &[self], || Ok(rule))?;
+        }
+        Ok(out)
     }
 
     /// This tensor's layout, with a size-1 dim added to a rank-0 tensor, and
@@ -218,6 +260,14 @@ impl Tensor {
             dtype: self.dtype(),
         };
         dev.backend().softmax(s, d, log, o)?;
+        autograd::record(&out, &[self], || {
+            let out = SavedTensor::output(&out)?;
+            Ok(if log {
+                Rule::LogSoftmax { dim, out }
+            } else {
+                Rule::Softmax { dim, out }
+            })
+        })?;
         Ok(out)
     }
 
@@ -339,6 +389,12 @@ impl Tensor {
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let op = "prod_dim";
         self.dtype().require_numeric(op)?;
+        if autograd::needs_record(&[self]) {
+            return Err(Error::Autograd {
+                op,
+                reason: "prod_dim has no backward yet; use exp(sum(log(x))) for positive inputs, or call it under no_grad",
+            });
+        }
         let dims = resolve_dims(op, &[dim], self.rank())?;
         self.run_reduce(ReduceOp::Prod, &dims, keepdim, sum_dtype(self.dtype()))
     }
@@ -499,11 +555,10 @@ impl Tensor {
         let m = self.run_reduce(ReduceOp::Max, &dims, true, self.dtype())?;
         let inf = m.abs()?.eq(&m.scalar_like(f64::INFINITY)?)?;
         let m = inf.where_cond(&m.scalar_like(0.0)?, &m)?;
-        let lse = self
-            .sub(&m)?
-            .exp()?
-            .run_reduce(ReduceOp::Sum, &dims, keepdim, self.dtype())?
-            .log()?;
+        let e = self.sub(&m)?.exp()?;
+        let sum = e.run_reduce(ReduceOp::Sum, &dims, keepdim, self.dtype())?;
+        e.record_sum(&sum, &dims, 1.0)?;
+        let lse = sum.log()?;
         lse.add(&m.reshape(lse.shape())?)
     }
 }

@@ -3,6 +3,7 @@
 
 use super::Tensor;
 use super::create::{ShapeSpec, infer_shape};
+use crate::autograd::rules::{Replay, Rule, ViewKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -25,7 +26,11 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Result<Tensor> {
-        self.make_view(self.layout().narrow(dim, start, length)?)
+        let d = resolve_dim("narrow", dim, self.rank())?;
+        self.view_op(
+            self.layout().narrow(dim, start, length)?,
+            ViewKind::Narrow(d, start),
+        )
     }
 
     /// Python slicing `[start:end:step]` along `dim` (bounds clamped,
@@ -42,7 +47,10 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn slice(&self, dim: isize, start: isize, end: isize, step: usize) -> Result<Tensor> {
-        self.make_view(self.layout().slice(dim, start, end, step)?)
+        self.view_op(
+            self.layout().slice(dim, start, end, step)?,
+            ViewKind::Replay(Replay::Slice(dim, start, end, step)),
+        )
     }
 
     /// Removes `dim`, keeping position `index` (negative from the end).
@@ -58,7 +66,14 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
-        self.make_view(self.layout().select(dim, index)?)
+        let l = self.layout().select(dim, index)?;
+        let d = resolve_dim("select", dim, self.rank())?;
+        let i = if index < 0 {
+            index + self.shape()[d] as isize
+        } else {
+            index
+        } as usize;
+        self.view_op(l, ViewKind::Select(d, i))
     }
 
     /// Swaps two dims.
@@ -74,7 +89,16 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
-        self.make_view(self.layout().transpose(dim0, dim1)?)
+        let l = self.layout().transpose(dim0, dim1)?;
+        let mut perm = Dims::new();
+        for i in 0..self.rank() {
+            perm.push(i)?;
+        }
+        perm.swap(
+            resolve_dim("transpose", dim0, self.rank())?,
+            resolve_dim("transpose", dim1, self.rank())?,
+        );
+        self.view_op(l, ViewKind::Permute(perm))
     }
 
     /// Matrix transpose: swaps the two dims of a rank-2 tensor; rank 0 and
@@ -92,7 +116,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn t(&self) -> Result<Tensor> {
         match self.rank() {
-            0 | 1 => self.make_view(self.layout()),
+            0 | 1 => self.view_op(self.layout(), ViewKind::Reshape),
             2 => self.transpose(0, 1),
             r => Err(Error::RankMismatch {
                 op: "t",
@@ -116,7 +140,12 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
-        self.make_view(self.layout().permute(dims)?)
+        let l = self.layout().permute(dims)?;
+        let mut perm = Dims::new();
+        for &d in dims {
+            perm.push(resolve_dim("permute", d, self.rank())?)?;
+        }
+        self.view_op(l, ViewKind::Permute(perm))
     }
 
     /// Broadcasts to `sizes` with stride 0 (no copy); `-1` keeps a size.
@@ -134,7 +163,7 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn expand<S: ShapeSpec + ?Sized>(&self, sizes: &S) -> Result<Tensor> {
-        self.make_view(self.layout().expand(&sizes.spec()?)?)
+        self.view_op(self.layout().expand(&sizes.spec()?)?, ViewKind::Expand)
     }
 
     /// [`Tensor::expand`] to an exact shape (no `-1`).
@@ -151,7 +180,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
         let spec: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-        self.make_view(self.layout().expand(&spec)?)
+        self.view_op(self.layout().expand(&spec)?, ViewKind::Expand)
     }
 
     /// Inserts a size-1 dim at `dim` (`-rank-1..=rank`).
@@ -167,7 +196,7 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
-        self.make_view(self.layout().unsqueeze(dim)?)
+        self.view_op(self.layout().unsqueeze(dim)?, ViewKind::Reshape)
     }
 
     /// Removes every size-1 dim.
@@ -183,7 +212,7 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn squeeze(&self) -> Result<Tensor> {
-        self.make_view(self.layout().squeeze())
+        self.view_op(self.layout().squeeze(), ViewKind::Reshape)
     }
 
     /// Removes `dim` if its size is 1 (otherwise a view of the same shape).
@@ -200,7 +229,7 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
-        self.make_view(self.layout().squeeze_dim(dim)?)
+        self.view_op(self.layout().squeeze_dim(dim)?, ViewKind::Reshape)
     }
 
     /// A view with a new shape (one size may be `-1`); fails when the
@@ -220,7 +249,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn view<S: ShapeSpec + ?Sized>(&self, shape: &S) -> Result<Tensor> {
         let shape = infer_shape("view", &shape.spec()?, self.numel())?;
-        self.make_view(self.layout().view(&shape)?)
+        self.view_op(self.layout().view(&shape)?, ViewKind::Reshape)
     }
 
     /// Like [`Tensor::view`] when the strides allow it, else a contiguous copy.
@@ -240,7 +269,10 @@ impl Tensor {
         let shape = infer_shape("reshape", &shape.spec()?, self.numel())?;
         let layout = self.layout();
         match layout.view_strides(&shape) {
-            Some(strides) => self.make_view(Layout::from_dims(shape, strides, layout.offset())),
+            Some(strides) => self.view_op(
+                Layout::from_dims(shape, strides, layout.offset()),
+                ViewKind::Reshape,
+            ),
             None => self.deep_clone()?.view(&shape),
         }
     }
@@ -294,7 +326,10 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
-        self.make_view(self.layout().unfold(dim, size, step)?)
+        self.view_op(
+            self.layout().unfold(dim, size, step)?,
+            ViewKind::Replay(Replay::Unfold(dim, size, step)),
+        )
     }
 
     /// The diagonal of `dim1`/`dim2`, shifted by `offset`, as the last dim.
@@ -311,7 +346,10 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
-        self.make_view(self.layout().diagonal(offset, dim1, dim2)?)
+        self.view_op(
+            self.layout().diagonal(offset, dim1, dim2)?,
+            ViewKind::Replay(Replay::Diagonal(offset, dim1, dim2)),
+        )
     }
 
     /// Splits `dim` into `chunks` views of `ceil(size / chunks)` (the last
@@ -437,7 +475,11 @@ impl Tensor {
                 storage_len,
             });
         }
-        self.make_view(layout)
+        let input = self.layout();
+        self.view_op(
+            layout.clone(),
+            ViewKind::AsStrided(alloc::boxed::Box::new((input, layout))),
+        )
     }
 
     /// Reinterprets the bytes as another dtype (no copy). Element sizes may
@@ -513,6 +555,19 @@ impl Tensor {
             offset = layout.offset() / r;
         }
         self.make_view_as(Layout::from_dims(shape, strides, offset), dtype)
+    }
+
+    /// A view that autograd records with `kind` (views of tensors that
+    /// require grad get a view node; others are plain views).
+    pub(crate) fn view_op(&self, layout: Layout, kind: ViewKind) -> Result<Tensor> {
+        let out = self.make_view(layout)?;
+        crate::autograd::record(&out, &[self], || {
+            Ok(Rule::View {
+                input_shape: self.dims().clone(),
+                kind,
+            })
+        })?;
+        Ok(out)
     }
 
     /// A tensor sharing storage (and version counter) with no autograd history.

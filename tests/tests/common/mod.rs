@@ -33,7 +33,10 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "length: got {got:?}, want {want:?}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
-        assert!(ok, "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}");
+        assert!(
+            ok,
+            "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}"
+        );
     }
 }
 
@@ -43,7 +46,10 @@ pub fn assert_close64(got: &[f64], want: &[f64], tol: f64) {
     assert_eq!(got.len(), want.len(), "length: got {got:?}, want {want:?}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
-        assert!(ok, "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}");
+        assert!(
+            ok,
+            "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}"
+        );
     }
 }
 
@@ -55,6 +61,16 @@ pub fn meta(t: &Tensor) -> (Vec<usize>, Vec<usize>, usize) {
 /// A snapshot of everything observable about a tensor, to check that a
 /// refused operation left it unchanged.
 pub fn snapshot(t: &Tensor) -> (Vec<usize>, Vec<usize>, usize, usize, Vec<u8>) {
-    let bytes = t.storage().read("snapshot").map(|g| g.bytes().to_vec()).unwrap_or_default();
-    (t.shape().to_vec(), t.strides().to_vec(), t.offset(), t.version(), bytes)
+    let bytes = t
+        .storage()
+        .read("snapshot")
+        .map(|g| g.bytes().to_vec())
+        .unwrap_or_default();
+    (
+        t.shape().to_vec(),
+        t.strides().to_vec(),
+        t.offset(),
+        t.version(),
+        bytes,
+    )
 }

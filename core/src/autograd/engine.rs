@@ -1,0 +1,316 @@
+//! The backward engine: iterative, dependency-ordered, each node once.
+//!
+//! 1. Walk the graph from the roots with an explicit stack, counting for
+//!    every node how many consumers will send it a gradient.
+//! 2. Run nodes from a ready stack: a node is ready once every consumer has
+//!    run. Its incoming gradients were summed into one buffer.
+//! 3. Without `retain_graph`, each node's saved state is released after it runs.
+//!
+//! No recursion anywhere, so a 100,000-op chain neither overflows the stack
+//! nor goes quadratic.
+
+use super::rules::Fnv;
+use super::{GradModeGuard, Node, grad_edge};
+use crate::error::{Error, Result};
+use crate::shared::Shared;
+use crate::tensor::Tensor;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::hash::BuildHasherDefault;
+
+type Map<V> = hashbrown::HashMap<usize, V, BuildHasherDefault<Fnv>>;
+
+/// Options of a backward pass.
+///
+/// ```
+/// use kael_core::autograd::BackwardOptions;
+/// let o = BackwardOptions { retain_graph: true, ..Default::default() };
+/// assert!(!o.create_graph);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackwardOptions {
+    /// Keep saved tensors so the graph can be differentiated again.
+    pub retain_graph: bool,
+    /// Record the backward pass itself (higher-order gradients); implies
+    /// `retain_graph`.
+    pub create_graph: bool,
+}
+
+struct Run {
+    /// Node ids whose incoming gradient is captured (for `grad()`), in order.
+    capture: Option<Vec<usize>>,
+}
+
+fn run(roots: Vec<(Shared<Node>, Tensor)>, opts: BackwardOptions, run: Run) -> Result<Map<Tensor>> {
+    let retain = opts.retain_graph || opts.create_graph;
+    let _mode = GradModeGuard::new(opts.create_graph);
+
+    // 1. dependency counts
+    let mut deps: Map<usize> = Map::default();
+    let mut seen: Map<()> = Map::default();
+    let mut stack: Vec<Shared<Node>> = roots.iter().map(|(n, _)| n.clone()).collect();
+    for (n, _) in &roots {
+        seen.insert(Node::id(n), ());
+    }
+    while let Some(n) = stack.pop() {
+        for next in n.next_nodes() {
+            *deps.entry(Node::id(next)).or_insert(0) += 1;
+            if seen.insert(Node::id(next), ()).is_none() {
+                stack.push(next.clone());
+            }
+        }
+    }
+
+    // 2. seed buffers and the ready stack
+    let mut buffers: Map<Tensor> = Map::default();
+    let mut ready: Vec<Shared<Node>> = Vec::new();
+    for (n, g) in roots {
+        let id = Node::id(&n);
+        accumulate(&mut buffers, id, g)?;
+        if deps.get(&id).copied().unwrap_or(0) == 0 && !ready.iter().any(|r| Node::id(r) == id) {
+            ready.push(n);
+        }
+    }
+    let mut captured: Map<Tensor> = Map::default();
+
+    // 3. execute
+    while let Some(node) = ready.pop() {
+        let id = Node::id(&node);
+        let mut grad = buffers.remove(&id);
+        if let Some(g) = grad.take() {
+            let g = apply_hooks(&node, g)?;
+            if let Some(cap) = &run.capture {
+                if cap.contains(&id) {
+                    captured.insert(id, g.clone());
+                }
+            }
+            grad = Some(g);
+        }
+        let outs: Vec<Option<Tensor>> = match (&grad, &node.leaf) {
+            (None, _) => vec![None; node.next.len()],
+            (Some(g), Some(leaf)) => {
+                if run.capture.is_none() {
+                    accumulate_into_leaf(leaf, g, opts.create_graph)?;
+                }
+                Vec::new()
+            }
+            (Some(g), None) => {
+                let rule = node
+                    .rule
+                    .with(|r| if retain { r.clone() } else { r.take() });
+                match rule {
+                    Some(rule) => rule.backward(&node, g)?,
+                    None => {
+                        return Err(Error::Autograd {
+                            op: node.name,
+                            reason: "trying to backward through the graph a second time (its saved tensors were freed); pass retain_graph: true to the first backward",
+                        });
+                    }
+                }
+            }
+        };
+        for (i, next) in node.next.iter().enumerate() {
+            let Some(next) = next else { continue };
+            let nid = Node::id(next);
+            if let Some(Some(g)) = outs.get(i) {
+                accumulate(&mut buffers, nid, g.clone())?;
+            }
+            if let Some(d) = deps.get_mut(&nid) {
+                *d -= 1;
+                if *d == 0 {
+                    ready.push(next.clone());
+                }
+            }
+        }
+    }
+    Ok(captured)
+}
+
+fn accumulate(buffers: &mut Map<Tensor>, id: usize, g: Tensor) -> Result<()> {
+    let new = match buffers.remove(&id) {
+        Some(old) => old.add(&g)?,
+        None => g,
+    };
+    buffers.insert(id, new);
+    Ok(())
+}
+
+fn apply_hooks(node: &Shared<Node>, mut g: Tensor) -> Result<Tensor> {
+    let mut hooks = node.hooks.with(|h| h.clone());
+    if let Some(leaf) = &node.leaf {
+        hooks.extend(leaf.with_meta(|m| m.hooks.clone()));
+    }
+    for h in hooks {
+        if let Some(new) = (h.0)(&g)? {
+            if new.shape() != g.shape() {
+                return Err(Error::Autograd {
+                    op: "hook",
+                    reason: "a gradient hook returned a tensor of a different shape; return a gradient shaped like its input",
+                });
+            }
+            g = new;
+        }
+    }
+    Ok(g)
+}
+
+fn accumulate_into_leaf(leaf: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
+    let g = if create_graph { g.clone() } else { g.detach()? };
+    let new = match leaf.grad() {
+        Some(old) => old.add(&g)?,
+        None => {
+            if g.layout().has_internal_overlap()
+                || !g.is_contiguous()
+                || g.shares_storage_with_any_other_grad()
+            {
+                g.deep_clone()?
+            } else {
+                g
+            }
+        }
+    };
+    leaf.with_meta(|m| m.grad = Some(new));
+    Ok(())
+}
+
+impl Tensor {
+    /// A gradient passed along may alias a tensor the user holds (e.g. the
+    /// seed `ones`, or a hook's return value); a stored `.grad` must own its
+    /// storage so optimizers can update it in place.
+    fn shares_storage_with_any_other_grad(&self) -> bool {
+        self.storage_ref_count() > 1
+    }
+
+    /// Backpropagates from this scalar: accumulates `d self / d leaf` into
+    /// every leaf's `grad`, then frees the graph.
+    ///
+    /// # Errors
+    /// A non-scalar or a tensor without history; a second backward through
+    /// a freed graph; a saved tensor modified in place.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0], &[2], &Device::cpu())?.requires_grad_(true)?;
+    /// let c = Tensor::from_slice(&[3.0f32, 4.0], &[2], &Device::cpu())?;
+    /// x.mul(&c)?.sum_all()?.backward()?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![3.0, 4.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn backward(&self) -> Result<()> {
+        if self.numel() != 1 {
+            return Err(Error::Autograd {
+                op: "backward",
+                reason: "backward() needs a scalar (one element); reduce the output first or pass a gradient with backward_with",
+            });
+        }
+        self.backward_with(None, BackwardOptions::default())
+    }
+
+    /// Backpropagates with an explicit output gradient and options.
+    ///
+    /// # Errors
+    /// As [`Tensor::backward`]; a `gradient` of the wrong shape or dtype.
+    ///
+    /// ```
+    /// use kael_core::autograd::BackwardOptions;
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0], &[2], &Device::cpu())?.requires_grad_(true)?;
+    /// let y = x.mul_scalar(3.0)?;
+    /// let g = Tensor::from_slice(&[1.0f32, 10.0], &[2], &Device::cpu())?;
+    /// y.backward_with(Some(&g), BackwardOptions { retain_graph: true, ..Default::default() })?;
+    /// y.backward_with(Some(&g), BackwardOptions::default())?; // graph retained once
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![6.0, 60.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn backward_with(&self, gradient: Option<&Tensor>, opts: BackwardOptions) -> Result<()> {
+        let root = root_of("backward", self)?;
+        let g = seed_gradient(self, gradient)?;
+        run(vec![(root, g)], opts, Run { capture: None })?;
+        Ok(())
+    }
+}
+
+fn root_of(op: &'static str, t: &Tensor) -> Result<Shared<Node>> {
+    grad_edge(t).ok_or(Error::Autograd {
+        op,
+        reason: "the tensor does not require grad and has no grad_fn; call requires_grad_(true) on a leaf it depends on",
+    })
+}
+
+fn seed_gradient(t: &Tensor, gradient: Option<&Tensor>) -> Result<Tensor> {
+    match gradient {
+        Some(g) => {
+            if g.shape() != t.shape() {
+                return Err(Error::ShapeMismatch {
+                    op: "backward",
+                    expected: crate::error::ErrShape::of(t.shape()),
+                    got: crate::error::ErrShape::of(g.shape()),
+                });
+            }
+            t.same_dtype("backward", g)?;
+            t.same_device("backward", g)?;
+            Ok(g.clone())
+        }
+        None => {
+            if t.numel() != 1 {
+                return Err(Error::Autograd {
+                    op: "backward",
+                    reason: "a gradient must be given for a non-scalar output; pass one with the output's shape",
+                });
+            }
+            Tensor::ones(t.shape(), t.dtype(), &t.device())
+        }
+    }
+}
+
+/// Gradients of `outputs` with respect to `inputs`, without touching any
+/// tensor's `.grad` (PyTorch's `torch.autograd.grad`).
+///
+/// `grad_outputs[i]` may be `None` for scalar outputs. An input that no
+/// output depends on gets `None`.
+///
+/// # Errors
+/// As [`Tensor::backward_with`]; an input that does not require grad.
+///
+/// ```
+/// use kael_core::autograd::{grad, BackwardOptions};
+/// use kael_core::{Device, Tensor};
+/// let x = Tensor::scalar(2.0f64, &Device::cpu())?.requires_grad_(true)?;
+/// let y = x.powf(3.0)?;
+/// let opts = BackwardOptions { create_graph: true, ..Default::default() };
+/// let dy = grad(&[&y], &[&x], &[None], opts)?.remove(0).unwrap();   // 3x^2 = 12
+/// let d2y = grad(&[&dy], &[&x], &[None], BackwardOptions::default())?.remove(0).unwrap(); // 6x = 12
+/// assert_eq!((dy.item::<f64>()?, d2y.item::<f64>()?), (12.0, 12.0));
+/// assert!(x.grad().is_none());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn grad(
+    outputs: &[&Tensor],
+    inputs: &[&Tensor],
+    grad_outputs: &[Option<Tensor>],
+    opts: BackwardOptions,
+) -> Result<Vec<Option<Tensor>>> {
+    if !grad_outputs.is_empty() && grad_outputs.len() != outputs.len() {
+        return Err(Error::InvalidArgument {
+            op: "grad",
+            reason: "grad_outputs must be empty or have one entry per output",
+        });
+    }
+    let mut roots = Vec::with_capacity(outputs.len());
+    for (i, out) in outputs.iter().enumerate() {
+        let g = seed_gradient(out, grad_outputs.get(i).and_then(|g| g.as_ref()))?;
+        roots.push((root_of("grad", out)?, g));
+    }
+    // Accumulator nodes are held weakly by leaves; hold them during the run.
+    let keep: Vec<Shared<Node>> = inputs.iter().filter_map(|t| grad_edge(t)).collect();
+    let ids: Vec<usize> = keep.iter().map(Node::id).collect();
+    let captured = run(
+        roots,
+        opts,
+        Run {
+            capture: Some(ids.clone()),
+        },
+    )?;
+    drop(keep);
+    Ok(ids.iter().map(|id| captured.get(id).cloned()).collect())
+}

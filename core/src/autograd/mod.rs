@@ -1,0 +1,375 @@
+//! Reverse-mode automatic differentiation with PyTorch semantics.
+//!
+//! * Every differentiable op records a [`Node`] whose edges point at its
+//!   inputs' nodes; a leaf that requires grad gets an `AccumulateGrad` node
+//!   that writes into the leaf's own `grad`, which every handle sees.
+//! * Backward rules are data ([`rules::Rule`]), one per primitive, written
+//!   with differentiable tensor ops, so `create_graph` gives higher orders.
+//! * The engine ([`engine`]) is iterative: dependency counting, then a ready
+//!   stack. Each node runs once, after all its consumers.
+//!
+//! NOTE [No reference cycles]
+//! Tensor → meta → grad_fn Node → (saved inputs, next nodes) only points
+//! towards inputs. A rule that needs its own output saves a *detached* alias
+//! (no grad_fn) and re-attaches it to the running node when `create_graph`
+//! asks for it; a leaf holds its `AccumulateGrad` node weakly. So dropping a
+//! loss frees every intermediate.
+//!
+//! NOTE [Saved tensor versions]
+//! A saved tensor records its storage version (see NOTE [Version counter]);
+//! unpacking it with another version fails: one of the variables needed for
+//! gradient computation has been modified by an in-place operation.
+
+pub mod engine;
+mod graphviz;
+mod mode;
+pub(crate) mod rules;
+
+pub use engine::{BackwardOptions, grad};
+pub use graphviz::to_dot;
+pub use mode::{GradModeGuard, enable_grad, is_grad_enabled, no_grad, set_grad_enabled};
+
+use crate::error::{Error, Result};
+use crate::shared::{Lock, MaybeSendSync, Shared, WeakShared};
+use crate::tensor::Tensor;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use rules::Rule;
+
+/// A gradient hook closure (`Send + Sync` in sync mode).
+pub trait HookClosure: Fn(&Tensor) -> Result<Option<Tensor>> + MaybeSendSync + 'static {}
+impl<F: Fn(&Tensor) -> Result<Option<Tensor>> + MaybeSendSync + 'static> HookClosure for F {}
+
+/// A shareable hook.
+pub(crate) struct HookFn(pub(crate) Box<dyn HookClosure>);
+
+/// Per-tensor autograd state (allocated only for tensors that need it).
+#[derive(Default)]
+pub(crate) struct AutogradMeta {
+    pub(crate) requires_grad: bool,
+    pub(crate) grad: Option<Tensor>,
+    pub(crate) grad_fn: Option<Shared<Node>>,
+    pub(crate) accumulator: Option<WeakShared<Node>>,
+    pub(crate) hooks: Vec<Shared<HookFn>>,
+}
+
+/// One node of the autograd graph: the backward of one op, or the
+/// accumulation into one leaf.
+pub struct Node {
+    pub(crate) name: &'static str,
+    /// The rule and its saved state; `None` once released by a backward
+    /// without `retain_graph`.
+    pub(crate) rule: Lock<Option<Shared<Rule>>>,
+    /// One edge per input: the input's node, or `None` when it needs no grad.
+    pub(crate) next: Vec<Option<Shared<Node>>>,
+    /// Hooks registered on the tensor this node produced.
+    pub(crate) hooks: Lock<Vec<Shared<HookFn>>>,
+    /// For `AccumulateGrad`: the leaf.
+    pub(crate) leaf: Option<Tensor>,
+}
+
+impl Node {
+    /// The op name (`"MulBackward"`, `"AccumulateGrad"`, ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The nodes this one sends gradients to.
+    pub fn next_nodes(&self) -> impl Iterator<Item = &Shared<Node>> {
+        self.next.iter().flatten()
+    }
+
+    pub(crate) fn id(node: &Shared<Node>) -> usize {
+        Shared::as_ptr(node) as *const () as usize
+    }
+}
+
+// Iterative drop: a 100,000-node chain must not recurse 100,000 deep.
+impl Drop for Node {
+    fn drop(&mut self) {
+        let mut stack: Vec<Shared<Node>> = Vec::new();
+        take_children(&mut self.next, &mut stack);
+        if let Some(rule) = self
+            .rule
+            .with(|r| r.take())
+            .and_then(|r| Shared::try_unwrap(r).ok())
+        {
+            rule.into_saved_grad_fns(&mut stack);
+        }
+        while let Some(n) = stack.pop() {
+            if let Ok(mut node) = Shared::try_unwrap(n) {
+                take_children(&mut node.next, &mut stack);
+                if let Some(rule) = node
+                    .rule
+                    .with(|r| r.take())
+                    .and_then(|r| Shared::try_unwrap(r).ok())
+                {
+                    rule.into_saved_grad_fns(&mut stack);
+                }
+                // `node` drops here with no children left: no recursion.
+            }
+        }
+    }
+}
+
+fn take_children(next: &mut Vec<Option<Shared<Node>>>, stack: &mut Vec<Shared<Node>>) {
+    stack.extend(core::mem::take(next).into_iter().flatten());
+}
+
+/// A tensor a rule keeps for backward, with the version it had then.
+pub(crate) struct SavedTensor {
+    tensor: Tensor,
+    version: usize,
+    /// Saved output of the node itself: stored detached (NOTE [No reference
+    /// cycles]) and re-attached on unpack when recording.
+    is_output: bool,
+}
+
+impl SavedTensor {
+    /// Saves an input of the op.
+    pub(crate) fn input(t: &Tensor) -> Self {
+        Self {
+            tensor: t.clone(),
+            version: t.version(),
+            is_output: false,
+        }
+    }
+
+    /// Saves the op's own output (detached).
+    pub(crate) fn output(t: &Tensor) -> Result<Self> {
+        Ok(Self {
+            tensor: t.detach()?,
+            version: t.version(),
+            is_output: true,
+        })
+    }
+
+    /// The tensor, after checking that nobody modified it in place.
+    pub(crate) fn unpack(&self, node: &Shared<Node>) -> Result<Tensor> {
+        if self.tensor.version() != self.version {
+            return Err(Error::Autograd {
+                op: node.name,
+                reason: "one of the variables needed for gradient computation has been modified by an inplace operation (through this tensor, a view of it, or detach()); deep_clone() it before modifying, or modify it after backward",
+            });
+        }
+        if self.is_output && is_grad_enabled() {
+            let t = self.tensor.detach()?;
+            t.set_history(node.clone());
+            return Ok(t);
+        }
+        Ok(self.tensor.clone())
+    }
+
+    /// Hands out the grad_fn of a saved tensor this rule uniquely owns, so
+    /// `Node::drop` can free chains iteratively.
+    pub(crate) fn into_grad_fn(self, stack: &mut Vec<Shared<Node>>) {
+        if let Some(n) = self.tensor.take_grad_fn_if_unique() {
+            stack.push(n);
+        }
+    }
+}
+
+/// Whether history should be recorded for an op with these inputs.
+pub(crate) fn needs_record(inputs: &[&Tensor]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
+}
+
+/// The edge a consumer of `t` sends gradients along.
+pub(crate) fn grad_edge(t: &Tensor) -> Option<Shared<Node>> {
+    if !t.requires_grad() {
+        return None;
+    }
+    t.grad_fn().or_else(|| Some(t.accumulator()))
+}
+
+/// Records `out = op(inputs)` when grad mode is on and an input requires
+/// grad; `make` builds the rule (saving tensors) only then.
+pub(crate) fn record(
+    out: &Tensor,
+    inputs: &[&Tensor],
+    make: impl FnOnce() -> Result<Rule>,
+) -> Result<()> {
+    if !needs_record(inputs) {
+        return Ok(());
+    }
+    let rule = make()?;
+    let next = inputs.iter().map(|t| grad_edge(t)).collect();
+    let node = Shared::new(Node {
+        name: rule.name(),
+        rule: Lock::new(Some(Shared::new(rule))),
+        next,
+        hooks: Lock::new(Vec::new()),
+        leaf: None,
+    });
+    out.set_history(node);
+    Ok(())
+}
+
+/// Records an in-place op on `target`: the new node's first edge is the
+/// target's previous history (PyTorch's rebase_history).
+pub(crate) fn record_inplace(
+    target: &Tensor,
+    old_edge: Option<Shared<Node>>,
+    others: &[&Tensor],
+    rule: Rule,
+) {
+    let mut next = alloc::vec![old_edge];
+    next.extend(others.iter().map(|t| grad_edge(t)));
+    let node = Shared::new(Node {
+        name: rule.name(),
+        rule: Lock::new(Some(Shared::new(rule))),
+        next,
+        hooks: Lock::new(Vec::new()),
+        leaf: None,
+    });
+    target.set_history(node);
+}
+
+impl Tensor {
+    pub(crate) fn with_meta<R>(&self, f: impl FnOnce(&mut AutogradMeta) -> R) -> R {
+        self.autograd_slot()
+            .with(|m| f(m.get_or_insert_with(Default::default)))
+    }
+
+    /// The node that produced this tensor, if it has history.
+    pub fn grad_fn(&self) -> Option<Shared<Node>> {
+        self.autograd_slot()
+            .with(|m| m.as_ref().and_then(|m| m.grad_fn.clone()))
+    }
+
+    pub(crate) fn set_history(&self, node: Shared<Node>) {
+        let old = self.with_meta(|m| {
+            m.requires_grad = true;
+            m.grad_fn.replace(node)
+        });
+        drop(old);
+    }
+
+    fn take_grad_fn_if_unique(self) -> Option<Shared<Node>> {
+        let imp = self.into_unique_impl()?;
+        imp.take_autograd().and_then(|mut m| m.grad_fn.take())
+    }
+
+    /// The leaf's accumulator node (created on first use, held weakly).
+    pub(crate) fn accumulator(&self) -> Shared<Node> {
+        let existing = self.autograd_slot().with(|m| {
+            m.as_ref()
+                .and_then(|m| m.accumulator.as_ref())
+                .and_then(|w| w.upgrade())
+        });
+        if let Some(n) = existing {
+            return n;
+        }
+        let node = Shared::new(Node {
+            name: "AccumulateGrad",
+            rule: Lock::new(None),
+            next: Vec::new(),
+            hooks: Lock::new(Vec::new()),
+            leaf: Some(self.clone()),
+        });
+        self.with_meta(|m| m.accumulator = Some(Shared::downgrade(&node)));
+        node
+    }
+
+    /// Whether this tensor is a leaf (no history; PyTorch's `is_leaf`).
+    pub fn is_leaf(&self) -> bool {
+        self.grad_fn().is_none()
+    }
+
+    /// Replaces the gradient (`None` clears it).
+    ///
+    /// # Errors
+    /// A gradient whose shape, dtype or device differs from the tensor's.
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// let w = Tensor::ones(&[2], DType::F32, &Device::cpu())?.requires_grad_(true)?;
+    /// w.set_grad(Some(Tensor::ones(&[2], DType::F32, &Device::cpu())?))?;
+    /// assert!(w.grad().is_some());
+    /// w.set_grad(None)?;
+    /// assert!(w.grad().is_none());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
+        if let Some(g) = &grad {
+            if g.shape() != self.shape() {
+                return Err(Error::ShapeMismatch {
+                    op: "set_grad",
+                    expected: crate::error::ErrShape::of(self.shape()),
+                    got: crate::error::ErrShape::of(g.shape()),
+                });
+            }
+            self.same_dtype("set_grad", g)?;
+            self.same_device("set_grad", g)?;
+        }
+        let old = self.with_meta(|m| core::mem::replace(&mut m.grad, grad));
+        drop(old);
+        Ok(())
+    }
+
+    /// Clears the gradient (PyTorch's `zero_grad(set_to_none=True)`).
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// let w = Tensor::ones(&[2], DType::F32, &Device::cpu())?.requires_grad_(true)?;
+    /// w.mul_scalar(3.0)?.sum_all()?.backward()?;
+    /// w.zero_grad();
+    /// assert!(w.grad().is_none());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn zero_grad(&self) {
+        let old = self.with_meta(|m| m.grad.take());
+        drop(old);
+    }
+
+    /// Registers a hook that runs on the gradient flowing into this tensor
+    /// during backward; returning `Some(g)` replaces the gradient.
+    ///
+    /// # Errors
+    /// [`Error::Autograd`] when the tensor does not require grad.
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// let x = Tensor::ones(&[2], DType::F32, &Device::cpu())?.requires_grad_(true)?;
+    /// x.register_hook(|g| Ok(Some(g.mul_scalar(10.0)?)))?;
+    /// x.sum_all()?.backward()?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![10.0, 10.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn register_hook<F: HookClosure>(&self, hook: F) -> Result<()> {
+        if !self.requires_grad() {
+            return Err(Error::Autograd {
+                op: "register_hook",
+                reason: "cannot register a hook on a tensor that does not require grad; call requires_grad_(true) first",
+            });
+        }
+        let h = Shared::new(HookFn(Box::new(hook)));
+        match self.grad_fn() {
+            Some(node) => node.hooks.with(|v| v.push(h)),
+            None => self.with_meta(|m| m.hooks.push(h)),
+        }
+        Ok(())
+    }
+
+    /// Errors for in-place writes that autograd cannot allow.
+    pub(crate) fn check_inplace_autograd(&self, op: &'static str) -> Result<()> {
+        if !is_grad_enabled() {
+            return Ok(());
+        }
+        let root = self.root();
+        let leaf_needing_grad = |t: &Tensor| t.requires_grad() && t.is_leaf();
+        if leaf_needing_grad(self) || (self.is_view() && leaf_needing_grad(&root)) {
+            return Err(Error::Autograd {
+                op,
+                reason: "a leaf tensor that requires grad (or a view of one) is being used in an in-place operation; wrap the update in no_grad(..) or deep_clone() it first",
+            });
+        }
+        if self.is_view() && (self.requires_grad() || root.requires_grad()) {
+            return Err(Error::Autograd {
+                op,
+                reason: "in-place operations on a view of a tensor that requires grad are not supported; use the out-of-place op (e.g. a.add(&b)) or deep_clone() the view first",
+            });
+        }
+        Ok(())
+    }
+}

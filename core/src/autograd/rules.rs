@@ -1,0 +1,809 @@
+//! Backward rules: one per differentiable primitive, written with
+//! differentiable tensor ops (so `create_graph` records them).
+//!
+//! Each rule maps the gradient of the op's output to one optional gradient
+//! per input edge, in the order the op recorded its inputs.
+
+use super::{Node, SavedTensor};
+use crate::backend::{BinaryOp, UnaryOp};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shape::Dims;
+use crate::shared::Shared;
+use crate::tensor::Tensor;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// How a view was made, for its backward.
+#[derive(Clone, Debug)]
+pub enum ViewKind {
+    /// `permute(dims)` (also transpose/t): backward permutes back.
+    Permute(Dims),
+    /// view/reshape/flatten/squeeze/unsqueeze: backward reshapes back.
+    Reshape,
+    /// expand/broadcast_to: backward sums the broadcast dims.
+    Expand,
+    /// narrow(dim, start, len): backward pads with zeros (cat).
+    Narrow(usize, usize),
+    /// select(dim, index): backward unsqueezes and pads.
+    Select(usize, usize),
+    /// slice with a step, unfold, diagonal: backward index_adds through a
+    /// replayed index map.
+    Replay(Replay),
+    /// as_strided over the storage (input layout, view layout): backward
+    /// maps storage elements back to the input's positions.
+    AsStrided(alloc::boxed::Box<(Layout, Layout)>),
+}
+
+/// A view op to replay on an index tensor.
+#[derive(Clone, Copy, Debug)]
+pub enum Replay {
+    /// `slice(dim, start, end, step)`
+    Slice(isize, isize, isize, usize),
+    /// `unfold(dim, size, step)`
+    Unfold(isize, usize, usize),
+    /// `diagonal(offset, dim1, dim2)`
+    Diagonal(isize, isize, isize),
+}
+
+impl Replay {
+    fn apply(&self, t: &Tensor) -> Result<Tensor> {
+        match *self {
+            Replay::Slice(d, s, e, st) => t.slice(d, s, e, st),
+            Replay::Unfold(d, size, step) => t.unfold(d, size, step),
+            Replay::Diagonal(o, a, b) => t.diagonal(o, a, b),
+        }
+    }
+}
+
+/// The backward rule of one node, with what it saved.
+pub enum Rule {
+    /// A view.
+    View {
+        /// The input's shape.
+        input_shape: Dims,
+        /// Which view.
+        kind: ViewKind,
+    },
+    /// Elementwise unary op.
+    Unary {
+        /// The op.
+        op: UnaryOp,
+        /// The input (when the formula needs it).
+        x: Option<SavedTensor>,
+        /// The output (when the formula needs it).
+        out: Option<SavedTensor>,
+    },
+    /// Elementwise binary op with broadcasting.
+    Binary {
+        /// The op.
+        op: BinaryOp,
+        /// Inputs (when the formula needs them).
+        a: Option<SavedTensor>,
+        /// Second input.
+        b: Option<SavedTensor>,
+        /// Output (pow).
+        out: Option<SavedTensor>,
+        /// Shapes to reduce gradients back to.
+        a_shape: Dims,
+        /// Second shape.
+        b_shape: Dims,
+    },
+    /// sum over dims; `keep_shape` is the keepdim output shape.
+    Sum {
+        /// Keepdim shape of the output.
+        keep_shape: Dims,
+        /// Input shape.
+        input_shape: Dims,
+        /// `1/n` for mean, 1 for sum.
+        scale: f64,
+    },
+    /// max/min along a dim: the gradient goes to the recorded index.
+    IndexReduce {
+        /// The dim.
+        dim: usize,
+        /// Indices with keepdim shape.
+        indices: Tensor,
+        /// Keepdim shape.
+        keep_shape: Dims,
+        /// Input shape.
+        input_shape: Dims,
+    },
+    /// max/min of everything: split evenly between ties.
+    AllReduce {
+        /// Input.
+        x: SavedTensor,
+        /// Output (rank 0).
+        out: SavedTensor,
+    },
+    /// softmax along a dim.
+    Softmax {
+        /// The dim.
+        dim: isize,
+        /// The output.
+        out: SavedTensor,
+    },
+    /// log_softmax along a dim.
+    LogSoftmax {
+        /// The dim.
+        dim: isize,
+        /// The output.
+        out: SavedTensor,
+    },
+    /// matmul of two equal-batch (already broadcast) operands of rank >= 2.
+    Matmul {
+        /// lhs.
+        a: SavedTensor,
+        /// rhs.
+        b: SavedTensor,
+    },
+    /// cat along a dim.
+    Cat {
+        /// The dim.
+        dim: usize,
+        /// Each input's size along it.
+        sizes: Vec<usize>,
+    },
+    /// index_select along a dim.
+    IndexSelect {
+        /// The dim.
+        dim: isize,
+        /// The indices.
+        indices: Tensor,
+        /// Input shape.
+        input_shape: Dims,
+    },
+    /// embedding lookup (index_select of rows by flattened ids).
+    Embedding {
+        /// The flattened ids.
+        indices: Tensor,
+        /// The weight's shape.
+        weight_shape: Dims,
+    },
+    /// gather along a dim.
+    Gather {
+        /// The dim.
+        dim: isize,
+        /// The index.
+        index: Tensor,
+        /// Input shape.
+        input_shape: Dims,
+    },
+    /// out-of-place index_add (inputs: self, src).
+    IndexAdd {
+        /// The dim.
+        dim: isize,
+        /// The indices.
+        indices: Tensor,
+    },
+    /// out-of-place scatter_add (inputs: self, src).
+    ScatterAdd {
+        /// The dim.
+        dim: isize,
+        /// The index.
+        index: Tensor,
+    },
+    /// to_dtype from a float dtype.
+    ToDtype {
+        /// The input's dtype.
+        from: DType,
+    },
+    /// to_device.
+    ToDevice {
+        /// The input's device.
+        from: Device,
+    },
+    /// A copy (deep_clone, contiguous): identity.
+    Identity,
+    /// where(cond, t, f) (inputs: cond, t, f).
+    Where {
+        /// The condition.
+        cond: Tensor,
+        /// Shapes to reduce to.
+        t_shape: Dims,
+        /// Shapes to reduce to.
+        f_shape: Dims,
+    },
+    /// In-place `self op= other` (inputs: old self, other).
+    InplaceBinary {
+        /// The op.
+        op: BinaryOp,
+        /// The value of self before the op, when needed (mul_).
+        old_self: Option<Tensor>,
+        /// other (mul_, div_).
+        other: Option<SavedTensor>,
+        /// self after the op (div_).
+        out: Option<SavedTensor>,
+        /// other's shape.
+        other_shape: Dims,
+    },
+    /// In-place fill/zero (inputs: old self): no gradient to the old value.
+    InplaceFill,
+    /// In-place clamp (inputs: old self) with the pass-through mask.
+    InplaceMask {
+        /// 1 where the gradient passes, else 0.
+        mask: Tensor,
+    },
+    /// In-place copy (inputs: old self, src).
+    InplaceCopy {
+        /// Source shape.
+        src_shape: Dims,
+        /// Source dtype.
+        src_dtype: DType,
+        /// Source device.
+        src_device: Device,
+    },
+}
+
+fn op_name(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "AddBackward",
+        BinaryOp::Sub => "SubBackward",
+        BinaryOp::Mul => "MulBackward",
+        BinaryOp::Div => "DivBackward",
+        BinaryOp::Maximum => "MaximumBackward",
+        BinaryOp::Minimum => "MinimumBackward",
+        BinaryOp::Pow => "PowBackward",
+    }
+}
+
+fn unary_name(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "NegBackward",
+        UnaryOp::Abs => "AbsBackward",
+        UnaryOp::Exp => "ExpBackward",
+        UnaryOp::Log => "LogBackward",
+        UnaryOp::Sqrt => "SqrtBackward",
+        UnaryOp::Sqr => "SqrBackward",
+        UnaryOp::Recip => "ReciprocalBackward",
+        UnaryOp::Tanh => "TanhBackward",
+        UnaryOp::Sigmoid => "SigmoidBackward",
+        UnaryOp::Relu => "ReluBackward",
+        UnaryOp::Gelu => "GeluBackward",
+        UnaryOp::GeluTanh => "GeluTanhBackward",
+        UnaryOp::Silu => "SiluBackward",
+        UnaryOp::Sin => "SinBackward",
+        UnaryOp::Cos => "CosBackward",
+        UnaryOp::Powf(_) => "PowBackward",
+        UnaryOp::Clamp(..) => "ClampBackward",
+        UnaryOp::Affine { .. } => "AffineBackward",
+        UnaryOp::Step => "StepBackward",
+        UnaryOp::Sign => "SignBackward",
+        UnaryOp::Erf => "ErfBackward",
+    }
+}
+
+/// Which saved tensors a unary rule needs: (input, output).
+pub(crate) fn unary_needs(op: UnaryOp) -> (bool, bool) {
+    match op {
+        UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Recip | UnaryOp::Tanh | UnaryOp::Sigmoid => {
+            (false, true)
+        }
+        UnaryOp::Neg | UnaryOp::Affine { .. } => (false, false),
+        _ => (true, false),
+    }
+}
+
+/// Which saved tensors a binary rule needs: (a, b, out).
+pub(crate) fn binary_needs(op: BinaryOp) -> (bool, bool, bool) {
+    match op {
+        BinaryOp::Add | BinaryOp::Sub => (false, false, false),
+        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Maximum | BinaryOp::Minimum => {
+            (true, true, false)
+        }
+        BinaryOp::Pow => (true, true, true),
+    }
+}
+
+/// Sums `g` over the dims that broadcasting added or expanded, to `shape`.
+pub(crate) fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if g.shape() == shape {
+        return Ok(g.clone());
+    }
+    let lead = g.rank().saturating_sub(shape.len());
+    let mut dims: Vec<isize> = Vec::new();
+    for i in 0..g.rank() {
+        if i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1) {
+            dims.push(i as isize);
+        }
+    }
+    let s = if dims.is_empty() {
+        g.clone()
+    } else {
+        g.sum(&dims, true)?
+    };
+    s.reshape(shape)
+}
+
+fn need(t: &Option<SavedTensor>, node: &Shared<Node>) -> Result<Tensor> {
+    match t {
+        Some(s) => s.unpack(node),
+        None => Err(Error::Autograd {
+            op: node.name,
+            reason: "internal: a saved tensor is missing; please report this",
+        }),
+    }
+}
+
+impl Rule {
+    /// The node name shown by `grad_fn_name()`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rule::View { kind, .. } => match kind {
+                ViewKind::Permute(_) => "PermuteBackward",
+                ViewKind::Reshape => "ViewBackward",
+                ViewKind::Expand => "ExpandBackward",
+                ViewKind::Narrow(..) => "NarrowBackward",
+                ViewKind::Select(..) => "SelectBackward",
+                ViewKind::Replay(Replay::Slice(..)) => "SliceBackward",
+                ViewKind::Replay(Replay::Unfold(..)) => "UnfoldBackward",
+                ViewKind::Replay(Replay::Diagonal(..)) => "DiagonalBackward",
+                ViewKind::AsStrided(_) => "AsStridedBackward",
+            },
+            Rule::Unary { op, .. } => unary_name(*op),
+            Rule::Binary { op, .. } => op_name(*op),
+            Rule::Sum { scale, .. } => {
+                if *scale == 1.0 {
+                    "SumBackward"
+                } else {
+                    "MeanBackward"
+                }
+            }
+            Rule::IndexReduce { .. } => "MaxBackward",
+            Rule::AllReduce { .. } => "MaxAllBackward",
+            Rule::Softmax { .. } => "SoftmaxBackward",
+            Rule::LogSoftmax { .. } => "LogSoftmaxBackward",
+            Rule::Matmul { .. } => "MatmulBackward",
+            Rule::Cat { .. } => "CatBackward",
+            Rule::IndexSelect { .. } => "IndexSelectBackward",
+            Rule::Gather { .. } => "GatherBackward",
+            Rule::Embedding { .. } => "EmbeddingBackward",
+            Rule::IndexAdd { .. } => "IndexAddBackward",
+            Rule::ScatterAdd { .. } => "ScatterAddBackward",
+            Rule::ToDtype { .. } => "ToDtypeBackward",
+            Rule::ToDevice { .. } => "ToDeviceBackward",
+            Rule::Identity => "CloneBackward",
+            Rule::Where { .. } => "WhereBackward",
+            Rule::InplaceBinary { op, .. } => match op {
+                BinaryOp::Add => "AddBackward_",
+                BinaryOp::Sub => "SubBackward_",
+                BinaryOp::Mul => "MulBackward_",
+                _ => "DivBackward_",
+            },
+            Rule::InplaceFill => "FillBackward_",
+            Rule::InplaceMask { .. } => "ClampBackward_",
+            Rule::InplaceCopy { .. } => "CopyBackward_",
+        }
+    }
+
+    /// Hands the grad_fns of saved tensors to `stack` (iterative drop).
+    pub(crate) fn into_saved_grad_fns(self, stack: &mut Vec<crate::shared::Shared<Node>>) {
+        let mut push = |s: Option<SavedTensor>| {
+            if let Some(s) = s {
+                s.into_grad_fn(stack);
+            }
+        };
+        match self {
+            Rule::Unary { x, out, .. } => {
+                push(x);
+                push(out);
+            }
+            Rule::Binary { a, b, out, .. } => {
+                push(a);
+                push(b);
+                push(out);
+            }
+            Rule::AllReduce { x, out } => {
+                push(Some(x));
+                push(Some(out));
+            }
+            Rule::Softmax { out, .. } | Rule::LogSoftmax { out, .. } => push(Some(out)),
+            Rule::Matmul { a, b } => {
+                push(Some(a));
+                push(Some(b));
+            }
+            Rule::InplaceBinary { other, out, .. } => {
+                push(other);
+                push(out);
+            }
+            _ => {}
+        }
+    }
+
+    /// Gradients for each input edge, from the output gradient `g`.
+    ///
+    /// # Errors
+    /// A saved tensor modified in place; op failures.
+    pub(crate) fn backward(&self, node: &Shared<Node>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        Ok(match self {
+            Rule::View { input_shape, kind } => vec![Some(view_backward(g, input_shape, kind)?)],
+            Rule::Unary { op, x, out } => vec![Some(unary_backward(*op, g, x, out, node)?)],
+            Rule::Binary {
+                op,
+                a,
+                b,
+                out,
+                a_shape,
+                b_shape,
+            } => {
+                let (ga, gb) = binary_backward(*op, g, a, b, out, node)?;
+                vec![Some(sum_to(&ga, a_shape)?), Some(sum_to(&gb, b_shape)?)]
+            }
+            Rule::Sum {
+                keep_shape,
+                input_shape,
+                scale,
+            } => {
+                let g = g.reshape(keep_shape)?;
+                let g = if *scale == 1.0 {
+                    g
+                } else {
+                    g.mul_scalar(*scale)?
+                };
+                vec![Some(g.expand(input_shape)?)]
+            }
+            Rule::IndexReduce {
+                dim,
+                indices,
+                keep_shape,
+                input_shape,
+            } => {
+                let zeros = Tensor::zeros(input_shape, g.dtype(), &g.device())?;
+                vec![Some(zeros.scatter_add(
+                    *dim as isize,
+                    indices,
+                    &g.reshape(keep_shape)?,
+                )?)]
+            }
+            Rule::AllReduce { x, out } => {
+                let (x, out) = (x.unpack(node)?, out.unpack(node)?);
+                let mask = x.eq(&out)?.to_dtype(g.dtype())?;
+                let count = mask.sum_all()?;
+                vec![Some(mask.mul(&g.div(&count)?)?)]
+            }
+            Rule::Softmax { dim, out } => {
+                let y = out.unpack(node)?;
+                let gy = g.mul(&y)?;
+                vec![Some(y.mul(&g.sub(&gy.sum(&[*dim], true)?)?)?)]
+            }
+            Rule::LogSoftmax { dim, out } => {
+                let y = out.unpack(node)?;
+                vec![Some(g.sub(&y.exp()?.mul(&g.sum(&[*dim], true)?)?)?)]
+            }
+            Rule::Matmul { a, b } => {
+                let (a, b) = (a.unpack(node)?, b.unpack(node)?);
+                let ga = g.matmul(&b.transpose(-1, -2)?)?;
+                let gb = a.transpose(-1, -2)?.matmul(g)?;
+                vec![Some(ga), Some(gb)]
+            }
+            Rule::Cat { dim, sizes } => {
+                let mut out = Vec::with_capacity(sizes.len());
+                let mut start = 0;
+                for &s in sizes {
+                    out.push(Some(g.narrow(*dim as isize, start, s)?));
+                    start += s;
+                }
+                out
+            }
+            Rule::IndexSelect {
+                dim,
+                indices,
+                input_shape,
+            } => {
+                let zeros = Tensor::zeros(input_shape, g.dtype(), &g.device())?;
+                vec![Some(zeros.index_add(*dim, indices, g)?)]
+            }
+            Rule::Embedding {
+                indices,
+                weight_shape,
+            } => {
+                let zeros = Tensor::zeros(weight_shape, g.dtype(), &g.device())?;
+                let rows = g.reshape(&[indices.numel(), weight_shape[1]])?;
+                vec![Some(zeros.index_add(0, indices, &rows)?)]
+            }
+            Rule::Gather {
+                dim,
+                index,
+                input_shape,
+            } => {
+                let zeros = Tensor::zeros(input_shape, g.dtype(), &g.device())?;
+                vec![Some(zeros.scatter_add(*dim, index, g)?)]
+            }
+            Rule::IndexAdd { dim, indices } => {
+                vec![Some(g.clone()), Some(g.index_select(*dim, indices)?)]
+            }
+            Rule::ScatterAdd { dim, index } => vec![Some(g.clone()), Some(g.gather(*dim, index)?)],
+            Rule::ToDtype { from } => vec![Some(g.to_dtype(*from)?)],
+            Rule::ToDevice { from } => vec![Some(g.to_device(from)?)],
+            Rule::Identity => vec![Some(g.clone())],
+            Rule::Where {
+                cond,
+                t_shape,
+                f_shape,
+            } => {
+                let zero = Tensor::zeros(&[], g.dtype(), &g.device())?;
+                let gt = cond.where_cond(g, &zero)?;
+                let gf = cond.where_cond(&zero, g)?;
+                vec![
+                    None,
+                    Some(sum_to(&gt, t_shape)?),
+                    Some(sum_to(&gf, f_shape)?),
+                ]
+            }
+            Rule::InplaceBinary {
+                op,
+                old_self,
+                other,
+                out,
+                other_shape,
+            } => {
+                let (gs, go) = match op {
+                    BinaryOp::Add => (g.clone(), g.clone()),
+                    BinaryOp::Sub => (g.clone(), g.neg()?),
+                    BinaryOp::Mul => {
+                        let o = need(other, node)?;
+                        let gs = g.mul(&o)?;
+                        let go = match old_self {
+                            Some(s) => g.mul(s)?,
+                            None => g.mul_scalar(0.0)?,
+                        };
+                        (gs, go)
+                    }
+                    _ => {
+                        let o = need(other, node)?;
+                        let y = need(out, node)?;
+                        (g.div(&o)?, g.mul(&y)?.div(&o)?.neg()?)
+                    }
+                };
+                vec![Some(gs), Some(sum_to(&go, other_shape)?)]
+            }
+            Rule::InplaceFill => vec![Some(g.mul_scalar(0.0)?)],
+            Rule::InplaceMask { mask } => vec![Some(g.mul(mask)?)],
+            Rule::InplaceCopy {
+                src_shape,
+                src_dtype,
+                src_device,
+            } => {
+                let gs = sum_to(g, src_shape)?
+                    .to_dtype(*src_dtype)?
+                    .to_device(src_device)?;
+                vec![Some(g.mul_scalar(0.0)?), Some(gs)]
+            }
+        })
+    }
+}
+
+fn view_backward(g: &Tensor, input_shape: &Dims, kind: &ViewKind) -> Result<Tensor> {
+    match kind {
+        ViewKind::Permute(dims) => {
+            let mut inv = [0isize; crate::MAX_RANK];
+            for (i, &d) in dims.iter().enumerate() {
+                inv[d] = i as isize;
+            }
+            g.permute(&inv[..dims.len()])
+        }
+        ViewKind::Reshape => g.reshape(input_shape),
+        ViewKind::Expand => sum_to(g, input_shape),
+        ViewKind::Narrow(dim, start) => pad(g, *dim, *start, input_shape),
+        ViewKind::Select(dim, index) => {
+            pad(&g.unsqueeze(*dim as isize)?, *dim, *index, input_shape)
+        }
+        ViewKind::Replay(r) => {
+            let n = input_shape.numel();
+            let dev = g.device();
+            let idx = r.apply(&Tensor::arange(0i64, n as i64, &dev)?.reshape(input_shape)?)?;
+            let idx = idx.contiguous()?.reshape(&[-1])?;
+            let zeros = Tensor::zeros(&[n], g.dtype(), &dev)?;
+            zeros
+                .index_add(0, &idx, &g.reshape(&[-1])?)?
+                .reshape(input_shape)
+        }
+        ViewKind::AsStrided(l) => as_strided_backward(g, &l.0, &l.1),
+    }
+}
+
+/// `g` placed at `start` along `dim` of a zero tensor of `shape` (via cat,
+/// so the result stays differentiable).
+fn pad(g: &Tensor, dim: usize, start: usize, shape: &Dims) -> Result<Tensor> {
+    let len = g.shape()[dim];
+    let mut before = shape.clone();
+    before[dim] = start;
+    let mut after = shape.clone();
+    after[dim] = shape[dim] - start - len;
+    let dev = g.device();
+    let mut parts: Vec<Tensor> = Vec::new();
+    if start > 0 {
+        parts.push(Tensor::zeros(&before, g.dtype(), &dev)?);
+    }
+    parts.push(g.clone());
+    if after[dim] > 0 {
+        parts.push(Tensor::zeros(&after, g.dtype(), &dev)?);
+    }
+    if parts.len() == 1 {
+        return Ok(g.clone());
+    }
+    let refs: Vec<&Tensor> = parts.iter().collect();
+    Tensor::cat(&refs, dim as isize)
+}
+
+fn as_strided_backward(g: &Tensor, input: &Layout, view: &Layout) -> Result<Tensor> {
+    if input.has_internal_overlap() {
+        return Err(Error::Autograd {
+            op: "AsStridedBackward",
+            reason: "as_strided backward needs an input without overlapping memory; deep_clone() the input before as_strided",
+        });
+    }
+    // storage element -> input position
+    let mut map = hashbrown::HashMap::<usize, i64, core::hash::BuildHasherDefault<Fnv>>::default();
+    let mut pos = 0i64;
+    input.for_each_offset(|o| {
+        map.insert(o, pos);
+        pos += 1;
+    });
+    let (mut from, mut to) = (Vec::new(), Vec::new());
+    let mut p = 0i64;
+    view.for_each_offset(|o| {
+        if let Some(&q) = map.get(&o) {
+            from.push(p);
+            to.push(q);
+        }
+        p += 1;
+    });
+    let dev = g.device();
+    let n = from.len();
+    let from = Tensor::from_slice(&from, &[n], &dev)?;
+    let to = Tensor::from_slice(&to, &[n], &dev)?;
+    let picked = g.reshape(&[-1])?.index_select(0, &from)?;
+    let zeros = Tensor::zeros(&[input.numel()], g.dtype(), &dev)?;
+    zeros.index_add(0, &to, &picked)?.reshape(input.shape())
+}
+
+/// FNV-1a, for the few hash maps autograd keeps (keys are addresses/offsets).
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl core::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+
+fn unary_backward(
+    op: UnaryOp,
+    g: &Tensor,
+    x: &Option<SavedTensor>,
+    out: &Option<SavedTensor>,
+    node: &Shared<Node>,
+) -> Result<Tensor> {
+    let x = || need(x, node);
+    let y = || need(out, node);
+    match op {
+        UnaryOp::Neg => g.neg(),
+        UnaryOp::Abs => g.mul(&x()?.sign()?),
+        UnaryOp::Exp => g.mul(&y()?),
+        UnaryOp::Log => g.div(&x()?),
+        UnaryOp::Sqrt => g.div(&y()?.mul_scalar(2.0)?),
+        UnaryOp::Sqr => g.mul(&x()?.mul_scalar(2.0)?),
+        UnaryOp::Recip => g.mul(&y()?.sqr()?)?.neg(),
+        UnaryOp::Tanh => g.mul(&y()?.sqr()?.affine(-1.0, 1.0)?),
+        UnaryOp::Sigmoid => {
+            let y = y()?;
+            g.mul(&y.mul(&y.affine(-1.0, 1.0)?)?)
+        }
+        UnaryOp::Relu => g.mul(&x()?.unary_op(UnaryOp::Step)?),
+        UnaryOp::Gelu => {
+            // d/dx x·Φ(x) = Φ(x) + x·φ(x)
+            let x = x()?;
+            let cdf = x
+                .mul_scalar(core::f64::consts::FRAC_1_SQRT_2)?
+                .erf()?
+                .affine(0.5, 0.5)?;
+            let pdf = x
+                .sqr()?
+                .mul_scalar(-0.5)?
+                .exp()?
+                .mul_scalar(FRAC_1_SQRT_2PI)?;
+            g.mul(&cdf.add(&x.mul(&pdf)?)?)
+        }
+        UnaryOp::GeluTanh => {
+            // u = c(x + a x^3), d = 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3a x^2)
+            let x = x()?;
+            let x2 = x.sqr()?;
+            let u = x
+                .mul(&x2.mul_scalar(0.044715)?.affine(1.0, 1.0)?)?
+                .mul_scalar(SQRT_2_OVER_PI)?;
+            let t = u.tanh()?;
+            let left = t.affine(0.5, 0.5)?;
+            let du = x2.affine(3.0 * 0.044715 * SQRT_2_OVER_PI, SQRT_2_OVER_PI)?;
+            let right = x
+                .mul(&t.sqr()?.affine(-1.0, 1.0)?)?
+                .mul(&du)?
+                .mul_scalar(0.5)?;
+            g.mul(&left.add(&right)?)
+        }
+        UnaryOp::Silu => {
+            let x = x()?;
+            let s = x.sigmoid()?;
+            g.mul(&s.mul(&x.mul(&s.affine(-1.0, 1.0)?)?.affine(1.0, 1.0)?)?)
+        }
+        UnaryOp::Sin => g.mul(&x()?.cos()?),
+        UnaryOp::Cos => g.mul(&x()?.sin()?)?.neg(),
+        UnaryOp::Powf(p) => g.mul(&x()?.powf(p - 1.0)?.mul_scalar(p)?),
+        UnaryOp::Clamp(lo, hi) => {
+            let x = x()?;
+            let mask = x.clamp(lo, hi)?.eq(&x)?.to_dtype(g.dtype())?;
+            g.mul(&mask)
+        }
+        UnaryOp::Affine { mul, .. } => g.mul_scalar(mul),
+        UnaryOp::Step | UnaryOp::Sign => g.mul_scalar(0.0),
+        UnaryOp::Erf => {
+            let x = x()?;
+            g.mul(
+                &x.sqr()?
+                    .neg()?
+                    .exp()?
+                    .mul_scalar(core::f64::consts::FRAC_2_SQRT_PI)?,
+            )
+        }
+    }
+}
+
+fn binary_backward(
+    op: BinaryOp,
+    g: &Tensor,
+    a: &Option<SavedTensor>,
+    b: &Option<SavedTensor>,
+    out: &Option<SavedTensor>,
+    node: &Shared<Node>,
+) -> Result<(Tensor, Tensor)> {
+    Ok(match op {
+        BinaryOp::Add => (g.clone(), g.clone()),
+        BinaryOp::Sub => (g.clone(), g.neg()?),
+        BinaryOp::Mul => {
+            let (a, b) = (need(a, node)?, need(b, node)?);
+            (g.mul(&b)?, g.mul(&a)?)
+        }
+        BinaryOp::Div => {
+            let (a, b) = (need(a, node)?, need(b, node)?);
+            let ga = g.div(&b)?;
+            (ga.clone(), ga.mul(&a)?.div(&b)?.neg()?)
+        }
+        BinaryOp::Maximum | BinaryOp::Minimum => {
+            // ties split the gradient evenly, as PyTorch does
+            let (a, b) = (need(a, node)?, need(b, node)?);
+            let wins = if op == BinaryOp::Maximum {
+                a.gt(&b)?
+            } else {
+                a.lt(&b)?
+            };
+            let ties = a.eq(&b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;
+            let wa = wins.to_dtype(g.dtype())?.add(&ties)?;
+            let ga = g.mul(&wa)?;
+            (ga.clone(), g.sub(&ga)?)
+        }
+        BinaryOp::Pow => {
+            // d a^b / da = b a^(b-1); d/db = a^b ln a
+            let (a, b, y) = (need(a, node)?, need(b, node)?, need(out, node)?);
+            let ga = g.mul(&b.mul(&a.pow(&b.add_scalar(-1.0)?)?)?)?;
+            let gb = g.mul(&y.mul(&a.log()?)?)?;
+            (ga, gb)
+        }
+    })
+}
