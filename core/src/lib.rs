@@ -23,6 +23,7 @@
 //! * `sync`: `Arc` handles and atomic counters, `Tensor: Send + Sync`
 //!   (needs atomic CAS, so not on thumbv6m). Default: `Rc`, `!Send`.
 //! * `std`: per-thread grad mode (global without it).
+//! * `conformance`: the backend conformance suite ([`conformance`]).
 //! * `defmt`: `defmt::Format` for [`Error`], [`DType`], [`DeviceKind`], [`Dims`].
 //!
 //! ```
@@ -46,10 +47,14 @@ pub mod allocator;
 pub mod autograd;
 pub mod backend;
 pub mod cpu;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod layout;
+pub mod nn;
+pub mod optim;
 pub mod rng;
 pub mod shape;
 pub mod shared;

@@ -1,0 +1,1 @@
+//! Optimizers (filled in by its issue).
