@@ -415,6 +415,11 @@ impl Layout {
             // the same numel is a view with contiguous strides
             return Some(contiguous_strides(new_shape));
         }
+        if old_shape.is_empty() {
+            // a scalar: any shape of one element (PyTorch returns all-1 strides)
+            new_strides.iter_mut().for_each(|s| *s = 1);
+            return Some(new_strides);
+        }
         let mut view_d = new_shape.len() as isize - 1;
         let mut chunk_base_stride = old_strides.last().copied().unwrap_or(1);
         let mut tensor_numel = 1usize;

@@ -279,7 +279,9 @@ impl Tensor {
     /// ```
     pub fn eye(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
         let t = Tensor::alloc(&[n, n], dtype, device)?;
-        t.diagonal(0, 0, 1)?.fill_(1.0)?;
+        // fill through the backend, not `fill_`: a new tensor starts at version 0
+        t.diagonal(0, 0, 1)?
+            .with_src(|d| device.backend().fill(d, 1.0))?;
         Ok(t)
     }
 
@@ -296,7 +298,19 @@ impl Tensor {
     /// ```
     pub fn rand(shape: &[usize], dtype: DType, device: &Device, rng: &mut Rng) -> Result<Tensor> {
         dtype.require_float("rand")?;
-        Tensor::from_fn_f64(shape, dtype, device, || rng.uniform())
+        // Keep only as many random bits as the dtype's significand holds, so
+        // the conversion is exact and cannot round up to 1.0 (as PyTorch's
+        // `uniform_real_distribution` does).
+        let bits = match dtype {
+            DType::F16 => 11,
+            DType::BF16 => 8,
+            DType::F32 => 24,
+            _ => 53,
+        };
+        let scale = (1u64 << bits) as f64;
+        Tensor::from_fn_f64(shape, dtype, device, || {
+            libm::floor(rng.uniform() * scale) / scale
+        })
     }
 
     /// Standard normal samples from `rng` (float dtypes).

@@ -374,8 +374,20 @@ impl Tensor {
         }
         let d = resolve_dim("chunk", dim, self.rank())?;
         let size = self.shape()[d];
-        let each = size.div_ceil(chunks).max(1);
-        self.split(each, dim)
+        if size == 0 {
+            // PyTorch: `chunks` empty pieces (split would return just one)
+            let mut out = Vec::new();
+            out.try_reserve_exact(chunks)
+                .map_err(|_| Error::OutOfMemory {
+                    requested: chunks.saturating_mul(core::mem::size_of::<Tensor>()),
+                    available: None,
+                })?;
+            for _ in 0..chunks {
+                out.push(self.narrow(dim, 0, 0)?);
+            }
+            return Ok(out);
+        }
+        self.split(size.div_ceil(chunks), dim)
     }
 
     /// Splits `dim` into views of `split_size` (the last may be smaller).
