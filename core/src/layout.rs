@@ -411,14 +411,10 @@ impl Layout {
         let numel = self.numel();
         let mut new_strides = Dims::from_slice(new_shape).ok()?;
         if numel == 0 || old_shape.is_empty() {
-            // no elements, or one element of a rank-0 tensor: any shape with
-            // the same numel is a view with contiguous strides
+            // no elements, or the one element of a rank-0 tensor: any shape
+            // with the same numel is a view with contiguous strides (all 1
+            // for a scalar, as PyTorch's computeStride gives)
             return Some(contiguous_strides(new_shape));
-        }
-        if old_shape.is_empty() {
-            // a scalar: any shape of one element (PyTorch returns all-1 strides)
-            new_strides.iter_mut().for_each(|s| *s = 1);
-            return Some(new_strides);
         }
         let mut view_d = new_shape.len() as isize - 1;
         let mut chunk_base_stride = old_strides.last().copied().unwrap_or(1);

@@ -46,9 +46,9 @@ extern crate std;
 pub mod allocator;
 pub mod autograd;
 pub mod backend;
-pub mod cpu;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod cpu;
 pub mod device;
 pub mod dtype;
 pub mod error;
