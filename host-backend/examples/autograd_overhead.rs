@@ -39,12 +39,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         y.backward()?;
         bwd.push(t.elapsed().as_secs_f64() * 1e9 / n as f64);
-        assert_eq!(x.grad().map(|g| g.to_vec::<f32>()).transpose()?, Some(vec![1.0]));
+        assert_eq!(
+            x.grad().map(|g| g.to_vec::<f32>()).transpose()?,
+            Some(vec![1.0])
+        );
     }
     let (p, f, b) = (median(plain), median(fwd), median(bwd));
     println!("chain of {n} one-element affine ops, median of {runs} runs");
     println!("forward, no_grad (baseline)   {p:8.0} ns/op");
-    println!("forward, recording            {f:8.0} ns/op   ({:.2}x baseline)", f / p);
-    println!("backward                      {b:8.0} ns/node ({:.2}x baseline)", b / p);
+    println!(
+        "forward, recording            {f:8.0} ns/op   ({:.2}x baseline)",
+        f / p
+    );
+    println!(
+        "backward                      {b:8.0} ns/node ({:.2}x baseline)",
+        b / p
+    );
     Ok(())
 }

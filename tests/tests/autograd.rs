@@ -468,3 +468,18 @@ test_device!(stored_grads_own_their_storage, |dev: &Device| {
     assert_eq!(g.to_vec::<f32>()?, [2.0, 2.0, 2.0]);
     Ok(())
 });
+
+test_device!(
+    a_long_chain_that_saves_its_inputs_drops_without_recursion,
+    |dev: &Device| {
+        let n = if cfg!(miri) { 200 } else { 100_000 };
+        let x = leaf(&[1.0], &[1], dev);
+        let one = Tensor::ones(&[1], DType::F32, dev)?;
+        let mut y = x.clone();
+        for _ in 0..n {
+            y = y.mul(&one)?; // MulBackward saves y_k and `one`
+        }
+        drop(y); // never backpropagated: the whole graph, saved tensors included, is freed here
+        Ok(())
+    }
+);
