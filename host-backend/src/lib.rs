@@ -5,3 +5,8 @@
 //! GPT-2 land here in their own issues.
 
 pub use kael_core as core;
+
+pub mod safetensors_io;
+pub mod tokenizer;
+
+pub use safetensors_io::error::{Error, Result};

@@ -1,0 +1,318 @@
+//! `kael`: kael's command-line tool.
+//!
+//! ```text
+//! kael inspect FILE.safetensors
+//! kael generate --model DIR --prompt TEXT [--max-tokens N] [--temperature T]
+//!               [--top-k K] [--seed S] [--device cpu|cuda]
+//! ```
+//!
+//! `inspect` lists a file's tensors (name, dtype, shape, bytes) and how
+//! they load (zero-copy views of the memory map, or copies).
+//!
+//! `generate` parses its arguments and checks the model directory
+//! (`model.safetensors` and `config.json`, both well-formed), then stops
+//! with an error: GPT-2 model support is not built yet.
+//!
+//! Exit status: 0 on success, 1 on an error, 2 on a usage error.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use kael_host::safetensors_io::{self, SafeTensorsFile};
+use kael_host::{Error, Result};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kael",
+    version,
+    about = "kael's command-line tool: inspect safetensors files, generate text with GPT-2"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the tensors of a safetensors file (name, dtype, shape, bytes)
+    /// and how they load (zero-copy or copied).
+    Inspect {
+        /// The .safetensors file.
+        file: PathBuf,
+        /// Also explain one tensor in full (strides, offset, storage, ...).
+        #[arg(long, value_name = "NAME")]
+        tensor: Option<String>,
+    },
+    /// Generate text with a GPT-2 model (not built yet: checks the
+    /// arguments and the model directory, then reports that).
+    Generate(GenerateArgs),
+}
+
+/// Arguments of `kael generate`.
+#[derive(Args, Debug)]
+struct GenerateArgs {
+    /// Model directory with model.safetensors and config.json (Hugging Face
+    /// GPT-2 layout).
+    #[arg(long, value_name = "DIR")]
+    model: PathBuf,
+    /// The text to continue.
+    #[arg(long, value_name = "TEXT")]
+    prompt: String,
+    /// How many tokens to generate (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_tokens: u32,
+    /// Sampling temperature; 0 means greedy (always the most likely token).
+    #[arg(long, value_name = "T", default_value_t = 1.0, value_parser = parse_temperature,
+          allow_negative_numbers = true)]
+    temperature: f32,
+    /// Sample only among the K most likely tokens; 0 means no limit.
+    #[arg(long, value_name = "K", default_value_t = 50)]
+    top_k: usize,
+    /// Seed of the sampler (the same seed gives the same text).
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    seed: u64,
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    device: DeviceArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DeviceArg {
+    /// The CPU.
+    Cpu,
+    /// The first CUDA GPU.
+    Cuda,
+}
+
+fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
+    let t: f32 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number; pass e.g. 0.8 (0 for greedy decoding)"))?;
+    if t.is_finite() && t >= 0.0 {
+        Ok(t)
+    } else {
+        Err(format!(
+            "{s} is not a usable temperature; pass a finite number >= 0 (0 for greedy decoding)"
+        ))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Inspect { file, tensor } => inspect(file, tensor.as_deref()),
+        Command::Generate(args) => {
+            validate_model_dir(&args.model).and_then(|model| generate(args, &model))
+        }
+    };
+    match result {
+        Ok(text) => {
+            // A closed pipe (`kael inspect f | head`) is not an error.
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+// ------------------------------------------------------------- inspect
+
+/// The report of `kael inspect`, with `explain` for `tensor` if given.
+fn inspect(path: &Path, tensor: Option<&str>) -> Result<String> {
+    let file = safetensors_io::load(path)?;
+    let mut s = report(&file);
+    if let Some(name) = tensor {
+        let t = file.tensor(name)?;
+        let (begin, end) = file.entry(name).map_or((0, 0), |e| e.data_offsets());
+        let start = safetensors_io::LEN_FIELD + file.header_len();
+        let _ = writeln!(s, "\ntensor '{name}':");
+        let _ = writeln!(
+            s,
+            "file bytes: {}..{} ({})",
+            start + begin,
+            start + end,
+            if file.entry(name).is_some_and(|e| e.is_zero_copy()) {
+                "zero-copy view of the memory map"
+            } else {
+                "copied"
+            }
+        );
+        let _ = writeln!(s, "{}", kael_core::explain(&t));
+    }
+    Ok(s)
+}
+
+fn report(file: &SafeTensorsFile) -> String {
+    let mut s = String::new();
+    let stats = file.stats();
+    let data = file.file_len() - safetensors_io::LEN_FIELD - file.header_len();
+    let elements: usize = file.tensors().iter().map(|t| t.tensor().numel()).sum();
+    let _ = writeln!(s, "file: {}", file.path().display());
+    let _ = writeln!(
+        s,
+        "size: {} bytes (8-byte length, {}-byte JSON header, {} bytes of tensor data)",
+        file.file_len(),
+        file.header_len(),
+        data
+    );
+    let _ = writeln!(s, "tensors: {} ({elements} elements)", file.len());
+    let _ = writeln!(
+        s,
+        "loading: {} zero-copy ({} bytes, views of the memory map), {} copied ({} bytes)",
+        stats.zero_copy, stats.zero_copy_bytes, stats.copied, stats.copied_bytes
+    );
+    if !file.metadata().is_empty() {
+        let _ = writeln!(s, "metadata:");
+        for (k, v) in file.metadata() {
+            let _ = writeln!(s, "  {k}: {v}");
+        }
+    }
+    if file.is_empty() {
+        return s;
+    }
+    let rows: Vec<[String; 5]> = file
+        .tensors()
+        .iter()
+        .map(|t| {
+            [
+                t.name().to_string(),
+                dtype_name(t.tensor().dtype()).to_string(),
+                format!("{:?}", t.tensor().shape()),
+                t.nbytes().to_string(),
+                if t.is_zero_copy() {
+                    "zero-copy"
+                } else {
+                    "copied"
+                }
+                .to_string(),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "DTYPE", "SHAPE", "BYTES", "LOAD"];
+    let mut width = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = |cells: [&str; 5]| {
+        let [name, dtype, shape, bytes, load] = cells;
+        let [wn, wd, ws, wb, _] = width;
+        let _ = writeln!(
+            s,
+            "{name:<wn$}  {dtype:<wd$}  {shape:<ws$}  {bytes:>wb$}  {load}"
+        );
+    };
+    line(header);
+    for row in &rows {
+        line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+    }
+    s
+}
+
+fn dtype_name(d: kael_core::DType) -> &'static str {
+    use kael_core::DType;
+    match d {
+        DType::F32 => "F32",
+        DType::F64 => "F64",
+        DType::F16 => "F16",
+        DType::BF16 => "BF16",
+        DType::I64 => "I64",
+        DType::I32 => "I32",
+        DType::U8 => "U8",
+        DType::Bool => "BOOL",
+    }
+}
+
+// ------------------------------------------------------------ generate
+
+/// A model directory that passed [`validate_model_dir`].
+struct ModelDir {
+    weights: SafeTensorsFile,
+    config: serde_json::Map<String, serde_json::Value>,
+}
+
+fn bad_model(reason: String) -> Error {
+    Error::InvalidArgument {
+        op: "kael generate --model",
+        reason,
+    }
+}
+
+/// Checks that `dir` holds a readable `model.safetensors` and a
+/// `config.json` that is a JSON object.
+fn validate_model_dir(dir: &Path) -> Result<ModelDir> {
+    const FIX: &str = "pass --model a directory holding model.safetensors and config.json (a Hugging Face GPT-2 snapshot)";
+    if !dir.exists() {
+        return Err(bad_model(format!(
+            "the model directory {} does not exist; {FIX}",
+            dir.display()
+        )));
+    }
+    if !dir.is_dir() {
+        return Err(bad_model(format!(
+            "{} is not a directory; {FIX}",
+            dir.display()
+        )));
+    }
+    let weights = dir.join("model.safetensors");
+    let config = dir.join("config.json");
+    for f in [&weights, &config] {
+        if !f.is_file() {
+            return Err(bad_model(format!(
+                "{} has no {}; {FIX}",
+                dir.display(),
+                f.file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+            )));
+        }
+    }
+    let text = std::fs::read_to_string(&config).map_err(|source| Error::Io {
+        op: "read",
+        path: config.clone(),
+        source,
+    })?;
+    let config_value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::Format {
+            path: config.clone(),
+            reason: format!(
+                "config.json is not valid JSON ({e}); restore it from the model's release"
+            ),
+        })?;
+    let serde_json::Value::Object(config_map) = config_value else {
+        return Err(Error::Format {
+            path: config,
+            reason: "config.json must be a JSON object (e.g. {\"n_layer\": 12, ...}); restore it from the model's release".into(),
+        });
+    };
+    let weights = safetensors_io::load(&weights)?;
+    Ok(ModelDir {
+        weights,
+        config: config_map,
+    })
+}
+
+/// Generation: waits for the GPT-2 model (a later step of issue 8).
+fn generate(args: &GenerateArgs, model: &ModelDir) -> Result<String> {
+    // Everything the model step will read, already parsed and validated.
+    let _ = (
+        &args.prompt,
+        args.max_tokens,
+        args.temperature,
+        args.top_k,
+        args.seed,
+        args.device,
+        model.weights.len(),
+        model.config.len(),
+    );
+    Err(Error::Unsupported {
+        op: "kael generate",
+        reason: "GPT-2 model support is not built yet; the model directory is valid, but kael cannot run it until the GPT-2 model lands (issue 8)".into(),
+    })
+}
