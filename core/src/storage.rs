@@ -5,8 +5,9 @@
 //!    (PyTorch's StorageImpl invariant), so `shares_storage` is pointer
 //!    identity of the `Storage` and aliasing is decidable without comparing
 //!    addresses.
-//! 2. `ptr` is valid for `nbytes` bytes, aligned to [`BUFFER_ALIGN`], for the
-//!    storage's whole life: it either came from `owner`'s allocator (and goes
+//! 2. `ptr` is valid for `nbytes` bytes for the storage's whole life, aligned
+//!    to [`BUFFER_ALIGN`] when allocated (external bytes: aligned for the
+//!    dtypes read through them): it either came from `owner`'s allocator (and goes
 //!    back to it on drop) or belongs to an external owner kept alive here.
 //! 3. Host-memory bytes are always initialised (allocated zeroed).
 //! 4. External storage is read-only (a memory map may be mapped read-only).
@@ -108,7 +109,8 @@ impl Storage {
     ///
     /// # Safety
     /// `ptr` must be valid for reads of `nbytes` bytes for as long as `owner`
-    /// is alive, aligned to 16 bytes, and not written by anyone while this
+    /// is alive, aligned for every dtype that will be read through it (16
+    /// bytes covers all of them), and not written by anyone while this
     /// storage exists.
     pub unsafe fn from_external(
         ptr: NonNull<u8>,
