@@ -1,0 +1,200 @@
+//! Support shared by the firmware examples: a heap that records its peak,
+//! the flash-resident MLP, fixed-point printing (no float formatting code in
+//! flash), the exit path and the panic handler.
+//!
+//! Every example reports success or failure through semihosting
+//! `SYS_EXIT`, so QEMU's exit status is the example's verdict.
+#![no_std]
+
+extern crate alloc;
+
+use core::fmt;
+use cortex_m as _; // links cortex-m's critical-section implementation
+use cortex_m_semihosting::debug;
+use kael_core::shared::Shared;
+use kael_core::{DType, Device, Error, Layout, Storage, Tensor};
+
+pub mod heap;
+
+/// Ends the program: QEMU exits with status 0 when `ok`, 1 otherwise.
+pub fn exit(ok: bool) -> ! {
+    debug::exit(if ok {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
+    // Only reached on a real board without a debugger attached.
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+#[cfg(not(feature = "defmt"))]
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    cortex_m_semihosting::hprintln!("PANIC: {}", info);
+    exit(false)
+}
+
+#[cfg(feature = "defmt")]
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    defmt::error!("PANIC: {}", defmt::Display2Format(info));
+    exit(false)
+}
+
+/// An `f32` printed with six decimals through integer formatting only.
+///
+/// `{}` on an `f32` links core's shortest-float formatting (about 10 KB of
+/// flash); this keeps the examples' flash figures about kael, not `core::fmt`.
+pub struct Fx(pub f32);
+
+impl fmt::Display for Fx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        if v.is_nan() {
+            return f.write_str("NaN");
+        }
+        if v < 0.0 {
+            f.write_str("-")?;
+        }
+        let a = if v < 0.0 { -v } else { v };
+        if a >= 4.0e9 {
+            return f.write_str("inf-or-huge");
+        }
+        let mut int = a as u32;
+        let mut frac = ((a - int as f32) * 1.0e6 + 0.5) as u32;
+        if frac >= 1_000_000 {
+            int += 1;
+            frac -= 1_000_000;
+        }
+        write!(f, "{int}.{frac:06}")
+    }
+}
+
+/// Largest `|got - want|` over two equal-length slices, and whether every
+/// element is within `tol * (1 + |want|)`. A length mismatch or a NaN fails.
+pub fn compare(got: &[f32], want: &[f32], tol: f32) -> (f32, bool) {
+    if got.len() != want.len() {
+        return (f32::INFINITY, false);
+    }
+    let mut max = 0.0f32;
+    let mut ok = true;
+    for (&g, &w) in got.iter().zip(want) {
+        let d = if g > w { g - w } else { w - g };
+        let scale = 1.0 + if w < 0.0 { -w } else { w };
+        if d.is_nan() || d > tol * scale {
+            ok = false;
+        }
+        if d > max || d.is_nan() {
+            max = d;
+        }
+    }
+    (max, ok)
+}
+
+// ------------------------------------------------------------ the model
+
+/// The model file, 16-byte aligned so that its f32 sections can be used in
+/// place (kael storage needs 16-byte alignment).
+#[repr(C, align(16))]
+struct Aligned<B: ?Sized>(B);
+
+static MLP_BLOB: &Aligned<[u8]> = &Aligned(*include_bytes!("../data/mlp_infer.bin"));
+
+/// The model file's header: magic, then four little-endian `u32`s.
+const MAGIC: &[u8; 8] = b"KAELMLP1";
+const HEADER: usize = 32;
+
+/// The two-layer MLP of `data/mlp_infer.bin`, read in place from flash:
+/// `softmax(relu(x @ w1 + b1) @ w2 + b2, dim 1)`.
+///
+/// File layout (written by `tests/tests/firmware_reference.rs`, which also
+/// checks `expected` against kael on the host): 32-byte header
+/// (`KAELMLP1`, `u32` in, hidden, out, samples, zero padding), then six
+/// little-endian f32 sections, each starting on a 16-byte boundary:
+/// `w1 [in, hidden]`, `b1 [hidden]`, `w2 [hidden, out]`, `b2 [out]`,
+/// `x [samples, in]`, `expected [samples, out]`.
+pub struct Mlp {
+    /// First layer weight, `[in, hidden]`.
+    pub w1: Tensor,
+    /// First layer bias, `[hidden]`.
+    pub b1: Tensor,
+    /// Second layer weight, `[hidden, out]`.
+    pub w2: Tensor,
+    /// Second layer bias, `[out]`.
+    pub b2: Tensor,
+    /// Test inputs, `[samples, in]`.
+    pub x: Tensor,
+    /// Host-computed outputs for `x`, `[samples, out]`.
+    pub expected: Tensor,
+}
+
+const BAD_FILE: Error = Error::InvalidArgument {
+    op: "Mlp::from_flash",
+    reason: "data/mlp_infer.bin is not a valid model file; regenerate it with KAEL_BLESS=1 cargo test -p kael-tests --test firmware_reference",
+};
+
+fn read_u32(bytes: &[u8], at: usize) -> Result<usize, Error> {
+    match bytes.get(at..at + 4) {
+        Some(&[a, b, c, d]) => Ok(u32::from_le_bytes([a, b, c, d]) as usize),
+        _ => Err(BAD_FILE),
+    }
+}
+
+impl Mlp {
+    /// Wraps the flash-resident model file as tensors on `dev` without
+    /// copying: one external (read-only) storage, six views into it. No
+    /// tensor memory is allocated.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the file is malformed.
+    pub fn from_flash(dev: &Device) -> Result<Self, Error> {
+        let bytes: &'static [u8] = &MLP_BLOB.0;
+        if bytes.get(..8) != Some(&MAGIC[..]) {
+            return Err(BAD_FILE);
+        }
+        let (n_in, n_hid, n_out, n) = (
+            read_u32(bytes, 8)?,
+            read_u32(bytes, 12)?,
+            read_u32(bytes, 16)?,
+            read_u32(bytes, 20)?,
+        );
+        let storage = Shared::new(Storage::from_owner(bytes, dev)?);
+        // Offsets in f32 elements; every section starts on 16 bytes (4 f32).
+        let mut at = HEADER / 4;
+        let mut section = |shape: &[usize]| -> Result<Tensor, Error> {
+            let layout = Layout::contiguous(shape)?;
+            let numel: usize = shape.iter().product();
+            let layout = Layout::new(shape, layout.strides(), at)?;
+            at += numel.div_ceil(4) * 4;
+            Tensor::from_storage(storage.clone(), layout, DType::F32)
+        };
+        Ok(Self {
+            w1: section(&[n_in, n_hid])?,
+            b1: section(&[n_hid])?,
+            w2: section(&[n_hid, n_out])?,
+            b2: section(&[n_out])?,
+            x: section(&[n, n_in])?,
+            expected: section(&[n, n_out])?,
+        })
+    }
+
+    /// Class probabilities for a batch `x` of shape `[batch, in]`.
+    ///
+    /// # Errors
+    /// Any kael error, e.g. [`Error::OutOfMemory`] when the device's
+    /// allocator cannot hold the activations.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
+        x.matmul(&self.w1)?
+            .add(&self.b1)?
+            .relu()?
+            .matmul(&self.w2)?
+            .add(&self.b2)?
+            .softmax(1)
+    }
+}
+
+/// Tolerance for firmware-vs-host outputs (absolute + relative). Same code,
+/// same IEEE f32 arithmetic: in practice the results are bit-identical.
+pub const TOLERANCE: f32 = 1.0e-5;

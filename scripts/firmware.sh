@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# The firmware tier: builds every example in firmware-examples/ and runs each
+# under QEMU (emulated Cortex-M4F and Cortex-M0), failing if any exits
+# non-zero; then prints the flash/RAM table and what fills mlp_infer's flash.
+#
+#   bash scripts/firmware.sh        (from any directory)
+#
+# It installs what it needs when missing: the rust targets thumbv6m-none-eabi
+# and thumbv7em-none-eabihf, rustup's llvm-tools (llvm-size, llvm-nm) and
+# Debian's qemu-system-arm (without recommends; needs root).
+#
+# Builds (release: opt-level "z", fat LTO, one codegen unit), one per mode:
+#   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_train arena   (mps2-an386, Cortex-M4F)
+#   thumbv7em-none-eabihf, sync (Arc)  mlp_infer arena
+#   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer                   (microbit, Cortex-M0)
+#   thumbv7em-none-eabihf, defmt       defmt_infer
+# (mlp_train and arena do not fit the micro:bit's 256 KiB of flash; see
+# firmware-examples/README.md.)
+#
+# defmt_infer's log frames are decoded with defmt-print when it is installed
+# (on PATH or in ~/.cargo/bin). Building it takes minutes, so it is installed
+# only with KAEL_FIRMWARE_DEFMT_PRINT=install; otherwise the example still
+# runs and must exit 0, and its output is saved undecoded.
+# KAEL_FIRMWARE_OPT_S=1 adds an opt-level "s" build of the Cortex-M4F examples
+# to the table.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../firmware-examples"
+FW="$PWD"
+# The firmware crate keeps its own target dir, whatever the caller uses for
+# host builds.
+export CARGO_TARGET_DIR="$FW/target"
+started=$SECONDS
+
+step() { echo; echo "== $*"; }
+
+# --------------------------------------------------------------- set-up
+
+step "set-up"
+if command -v rustup >/dev/null 2>&1; then
+    installed="$(rustup target list --installed)"
+    for t in thumbv6m-none-eabi thumbv7em-none-eabihf; do
+        if ! grep -qx "$t" <<<"$installed"; then
+            echo "installing rust target $t"
+            rustup target add "$t"
+        fi
+    done
+    if ! rustup component list --installed | grep -q '^llvm-tools'; then
+        echo "installing rust component llvm-tools"
+        rustup component add llvm-tools
+    fi
+fi
+TOOLS="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
+LLVM_SIZE="$TOOLS/llvm-size"
+LLVM_NM="$TOOLS/llvm-nm"
+for tool in "$LLVM_SIZE" "$LLVM_NM"; do
+    if [[ ! -x "$tool" ]]; then
+        echo "error: $tool not found; run: rustup component add llvm-tools" >&2
+        exit 1
+    fi
+done
+
+if ! command -v qemu-system-arm >/dev/null 2>&1; then
+    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: qemu-system-arm not found; install it (Debian: apt-get install --no-install-recommends qemu-system-arm)" >&2
+        exit 1
+    fi
+    echo "installing qemu-system-arm"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
+fi
+
+DEFMT_PRINT="$(command -v defmt-print || true)"
+if [[ -z "$DEFMT_PRINT" && -x "$HOME/.cargo/bin/defmt-print" ]]; then
+    DEFMT_PRINT="$HOME/.cargo/bin/defmt-print"
+fi
+if [[ -z "$DEFMT_PRINT" && "${KAEL_FIRMWARE_DEFMT_PRINT:-}" == install ]]; then
+    echo "installing defmt-print (takes a few minutes)"
+    cargo install defmt-print --version 1.2.0 --locked
+    DEFMT_PRINT="$HOME/.cargo/bin/defmt-print"
+fi
+export DEFMT_PRINT # read by qemu-run.sh; empty: not decoded
+echo "$(rustc --version); $(qemu-system-arm --version | head -1)"
+echo "defmt-print: ${DEFMT_PRINT:-not installed (defmt output is not decoded; KAEL_FIRMWARE_DEFMT_PRINT=install to install it)}"
+
+# --------------------------------------------------------------- builds
+
+# One row per example run: "label|elf".
+RUNS=()
+
+# build LABEL TARGET TARGET_DIR OPT_LEVEL "CARGO ARGS" BIN...
+build() {
+    local label="$1" target="$2" dir="$3" opt="$4" args="$5"
+    shift 5
+    local t0=$SECONDS bins=()
+    for b in "$@"; do bins+=(--bin "$b"); done
+    step "build: $label"
+    # shellcheck disable=SC2086 # $args is a word list
+    CARGO_PROFILE_RELEASE_OPT_LEVEL="$opt" \
+        cargo build --quiet --release --target "$target" --target-dir "$dir" $args "${bins[@]}"
+    for b in "$@"; do
+        RUNS+=("$label|$dir/$target/release/$b")
+    done
+    echo "built $* ($((SECONDS - t0))s)"
+}
+
+build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_train arena
+build "M4F sync" thumbv7em-none-eabihf target/sync z "--features sync" mlp_infer arena
+build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer
+build "M4F defmt" thumbv7em-none-eabihf target/defmt z "--features defmt" defmt_infer
+if [[ "${KAEL_FIRMWARE_OPT_S:-}" == 1 ]]; then
+    build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_train arena
+fi
+
+# ----------------------------------------------------------------- runs
+
+LOGS="$FW/target/firmware-logs"
+mkdir -p "$LOGS"
+failed=()
+for run in "${RUNS[@]}"; do
+    label="${run%%|*}"
+    elf="${run#*|}"
+    name="$(basename "$elf")"
+    log="$LOGS/${label// /_}-$name.log"
+    step "run: $name ($label) under QEMU"
+    status=0
+    QEMU_TIMEOUT=60 bash ./qemu-run.sh "$elf" >"$log" 2>&1 || status=$?
+    sed 's/^/    /' "$log"
+    if ((status != 0)); then
+        echo "FAILED: $name ($label) exited with status $status"
+        failed+=("$name ($label): $status")
+    fi
+done
+
+# ----------------------------------------------------------------- sizes
+
+# Sum of the sizes of the named sections (llvm-size -A).
+sections() {
+    local elf="$1"
+    shift
+    "$LLVM_SIZE" -A "$elf" | awk -v want=" $* " '
+        index(want, " " $1 " ") { s += $2 } END { print s + 0 }'
+}
+
+# The heap and arena buffers (statics named MEMORY and ARENA).
+buffers() {
+    "$LLVM_NM" -C -S --radix=d "$1" | awk '
+        / (b|B|d|D) / && (/::MEMORY::/ || /::ARENA::/) { s += $2 } END { print s + 0 }'
+}
+
+# "<label> peak N B" from an example's output, or "-".
+peak() {
+    local v
+    v="$(grep -oE "$1 peak:? [0-9]+" "$2" | head -1 | grep -oE '[0-9]+$' || true)"
+    echo "${v:--}"
+}
+
+step "sizes (bytes; flash = .vector_table+.text+.rodata+.data, RAM = .data+.bss incl. heap/arena buffers; stack extra)"
+printf '%-10s %-12s %8s %8s %8s %8s %9s %10s %10s\n' \
+    mode example .text .rodata flash RAM "heap+arena" "heap peak" "arena/tensor peak"
+for run in "${RUNS[@]}"; do
+    label="${run%%|*}"
+    elf="${run#*|}"
+    name="$(basename "$elf")"
+    log="$LOGS/${label// /_}-$name.log"
+    text="$(sections "$elf" .text)"
+    rodata="$(sections "$elf" .rodata)"
+    flash="$(sections "$elf" .vector_table .text .rodata .data)"
+    ram="$(sections "$elf" .data .bss .uninit)"
+    tensor="$(peak arena "$log")"
+    [[ "$tensor" == - ]] && tensor="$(peak "tensor memory" "$log")"
+    [[ "$tensor" == - ]] && tensor="$(grep -oE 'peak: [0-9]+' "$log" | head -1 | grep -oE '[0-9]+$' || echo -)"
+    printf '%-10s %-12s %8s %8s %8s %8s %9s %10s %10s\n' \
+        "$label" "$name" "$text" "$rodata" "$flash" "$ram" "$(buffers "$elf")" \
+        "$(peak heap "$log")" "$tensor"
+done
+
+base="$(sections target/thumbv7em-none-eabihf/release/baseline .vector_table .text .rodata .data)"
+infer_elf=target/thumbv7em-none-eabihf/release/mlp_infer
+infer="$(sections "$infer_elf" .vector_table .text .rodata .data)"
+step "what fills mlp_infer's flash (M4F, Rc mode, opt-level z)"
+echo "mlp_infer $infer B - baseline (runtime, semihosting, heap, panic handler) $base B = $((infer - base)) B for kael-core + the model"
+echo "(TensorFlow Lite Micro's published framework size: about 10 KB on a Cortex-M3)"
+"$LLVM_NM" -C -S --size-sort --radix=d "$infer_elf" | awk -v flash="$infer" '
+    $3 ~ /^[tTrR]$/ {
+        size = $2 + 0
+        name = $0
+        sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name)
+        if (name ~ /CpuBackend/ || name ~ /kael_core(::|\.\.)cpu/) k = "kael-core CPU kernels (every Backend method, every dtype)"
+        else if (name ~ /kael_core/) k = "kael-core tensor, autograd, layout, storage, errors"
+        else if (name ~ /^libm/) k = "libm (float math of the unary kernels, f32 and f64)"
+        else if (name ~ /compiler_builtins|__aeabi/) k = "compiler_builtins (soft-float f64, memcpy/memset)"
+        else if (name ~ /half/) k = "half (f16/bf16 conversions)"
+        else if (name ~ /MLP_BLOB/) k = "the model file (weights, inputs, expected outputs)"
+        else if (name ~ /kael_firmware_examples|mlp_infer/) k = "the example and its support code"
+        else if (name ~ /core::|core\.\.|alloc|^<char>/) k = "core/alloc (fmt, panics, collections)"
+        else if (name ~ /^OUTLINED_FUNCTION/) k = "machine-outlined code (shared instruction runs, mostly kernels)"
+        else if (name ~ /^\.L/) k = "anonymous constants (strings, tables)"
+        else k = "other (vector table, runtime, allocator)"
+        by[k] += size
+        total += size
+    }
+    END {
+        by["not attributed to a symbol (padding, unnamed data)"] = flash - total
+        for (k in by) printf "%8d B  %5.1f%%  %s\n", by[k], 100 * by[k] / flash, k
+    }' | sort -rn
+echo "largest symbols:"
+"$LLVM_NM" -C -S --size-sort --radix=d "$infer_elf" | awk '$3 ~ /^[tTrR]$/' | tail -8 |
+    awk '{ n = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", n); printf "%8d B  %s\n", $2, substr(n, 1, 110) }' | sort -rn
+
+# -------------------------------------------------------------- verdict
+
+echo
+passed=$((${#RUNS[@]} - ${#failed[@]}))
+if ((${#failed[@]})); then
+    echo "firmware example runs that FAILED under QEMU (logs in $LOGS):"
+    printf '    %s\n' "${failed[@]}"
+    echo "firmware: $passed passed, ${#failed[@]} failed"
+    exit 1
+fi
+echo "all ${#RUNS[@]} firmware example runs passed under QEMU ($((SECONDS - started))s)"
+echo "firmware: $passed passed, 0 failed"
