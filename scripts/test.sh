@@ -96,6 +96,9 @@ tier "build, thumbv7em-none-eabihf (sync mode)" \
 tier "check, defmt on thumbv7em-none-eabihf" \
     cargo check -p kael-core --features defmt --target thumbv7em-none-eabihf
 tier "demo" cargo run -p kael-host --example demo
+# Firmware: installs qemu-system-arm (Debian) and llvm-tools if missing,
+# builds every example for Cortex-M4F/M0 and runs each under QEMU.
+tier "firmware under QEMU" bash scripts/firmware.sh
 
 # --------------------------------------------------------------- summary
 
