@@ -5,3 +5,4 @@
 //! GPT-2 land here in their own issues.
 
 pub use kael_core as core;
+pub mod checkpoint;
