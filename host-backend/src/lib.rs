@@ -6,6 +6,7 @@
 
 pub use kael_core as core;
 
+pub mod checkpoint;
 pub mod safetensors_io;
 pub mod tokenizer;
 

@@ -1,1 +1,132 @@
-//! Optimizers (filled in by its issue).
+//! Optimizers, gradient clipping and learning-rate schedules.
+//!
+//! * [`Optimizer`]: `step`, `zero_grad`, the learning rate; implemented by
+//!   [`Sgd`] (momentum, dampening, Nesterov, weight decay), [`Adam`] (L2
+//!   weight decay) and [`AdamW`] (decoupled weight decay), each following
+//!   PyTorch's update formulas (written out on each type).
+//! * [`clip_grad_norm_`]: scales every gradient so their global 2-norm is
+//!   at most a bound.
+//! * [`WarmupCosine`]: linear warm-up, then cosine decay.
+//!
+//! NOTE [Optimizer updates]
+//! 1. An optimizer holds the parameter handles it was given (the same
+//!    tensors: [`Tensor::is_same`]), so a model moved with
+//!    [`Module::to`](crate::nn::Module::to) after the optimizer was built is
+//!    still the model it trains (`to` moves each tensor in place).
+//! 2. Parameters without a gradient are skipped (their state does not
+//!    advance), as in PyTorch.
+//! 3. State (momentum buffers, Adam moments) is made of tensors on the
+//!    parameter's device, created at the first step; a state tensor found
+//!    on another device (the model moved since) is copied over first.
+//! 4. `step` runs under [`no_grad`](crate::no_grad). It first computes the
+//!    new value of every parameter and every state tensor out of place;
+//!    only when all of them exist does it write the parameters with
+//!    [`Tensor::copy_`] and swap in the new state. So an error while
+//!    computing (out of memory, a gradient on another device) leaves every
+//!    parameter and all state as they were. The commit itself is a
+//!    same-shape, same-device `copy_` per parameter, which cannot fail for
+//!    the tensors the first phase checked.
+
+mod adam;
+mod clip;
+mod schedule;
+mod sgd;
+
+pub use adam::{Adam, AdamConfig, AdamW};
+pub use clip::clip_grad_norm_;
+pub use schedule::WarmupCosine;
+pub use sgd::{Sgd, SgdConfig};
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// A gradient-based optimizer over a fixed list of parameters.
+///
+/// ```
+/// use kael_core::optim::{Optimizer, Sgd, SgdConfig};
+/// use kael_core::{Device, Tensor};
+/// let w = Tensor::from_slice(&[1.0f32, -2.0], &[2], &Device::cpu())?.requires_grad_(true)?;
+/// let mut opt = Sgd::new(vec![w.clone()], SgdConfig { lr: 0.5, ..Default::default() })?;
+/// w.sqr()?.sum_all()?.backward()?;            // grad = 2w
+/// opt.step()?;                                // w - 0.5 * 2w = 0
+/// assert_eq!(w.to_vec::<f32>()?, vec![0.0, 0.0]);
+/// opt.zero_grad();
+/// assert!(w.grad().is_none());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub trait Optimizer {
+    /// Updates every parameter that has a gradient (see NOTE
+    /// [Optimizer updates]).
+    ///
+    /// # Errors
+    /// Errors of the tensor ops (out of memory, device mismatch); on an
+    /// error no parameter and no state has changed.
+    fn step(&mut self) -> Result<()>;
+
+    /// The parameters, in the order given.
+    fn params(&self) -> &[Tensor];
+
+    /// The current learning rate.
+    fn lr(&self) -> f64;
+
+    /// Sets the learning rate (e.g. from a [`WarmupCosine`] schedule).
+    fn set_lr(&mut self, lr: f64);
+
+    /// Clears every parameter's gradient (PyTorch's
+    /// `zero_grad(set_to_none=True)`).
+    fn zero_grad(&self) {
+        for p in self.params() {
+            p.zero_grad();
+        }
+    }
+}
+
+/// Checks an optimizer's parameter list: float leaves, each tensor once.
+pub(crate) fn check_params(op: &'static str, params: &[Tensor]) -> Result<()> {
+    for (i, p) in params.iter().enumerate() {
+        p.dtype().require_float(op)?;
+        if !p.is_leaf() {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "optimizers update leaf tensors only; pass the parameters themselves (module.parameters()), not results computed from them",
+            });
+        }
+        if params[..i].iter().any(|q| q.is_same(p)) {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "a parameter appears twice in the list; pass module.parameters(), which lists each tensor once",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that a hyper-parameter is a finite number `>= 0`.
+pub(crate) fn check_non_negative(op: &'static str, value: f64, reason: &'static str) -> Result<()> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument { op, reason })
+    }
+}
+
+/// The gradient of `p` on `p`'s device, if it has one.
+pub(crate) fn grad_on_device(p: &Tensor) -> Result<Option<Tensor>> {
+    match p.grad() {
+        Some(g) => Ok(Some(g.to_device(&p.device())?)),
+        None => Ok(None),
+    }
+}
+
+/// `state` on `p`'s device (a copy when it lives elsewhere).
+pub(crate) fn on_device_of(state: &Tensor, p: &Tensor) -> Result<Tensor> {
+    state.to_device(&p.device())
+}
+
+/// Writes staged parameter values (phase 2 of NOTE [Optimizer updates]).
+pub(crate) fn commit(params: &[Tensor], staged: &[(usize, Tensor)]) -> Result<()> {
+    for (i, new) in staged {
+        params[*i].copy_(new)?;
+    }
+    Ok(())
+}

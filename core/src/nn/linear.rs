@@ -1,0 +1,168 @@
+//! `y = x Wᵀ + b`.
+
+use super::init;
+use super::module::{Module, Visitor};
+use crate::device::Device;
+use crate::error::{ErrShape, Error, Result};
+use crate::rng::Rng;
+use crate::shape::Dims;
+use crate::tensor::Tensor;
+
+/// A fully connected layer: `y = x Wᵀ + b` over the last dimension
+/// (PyTorch's `nn.Linear`).
+///
+/// `weight` is `[out_features, in_features]`, `bias` `[out_features]`.
+/// Default init (see [`init`]): both `U(-1/√in, 1/√in)`, f32, requiring grad.
+///
+/// ```
+/// use kael_core::nn::{Linear, Module};
+/// use kael_core::{Device, Tensor};
+/// let dev = Device::cpu();
+/// let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &dev)?;
+/// let b = Tensor::from_slice(&[0.5f32, -0.5], &[2], &dev)?;
+/// let lin = Linear::from_weights(w, Some(b))?;
+/// let x = Tensor::from_slice(&[1.0f32, 0.0, -1.0], &[1, 3], &dev)?;
+/// assert_eq!(lin.forward(&x)?.to_vec::<f32>()?, vec![-1.5, -2.5]);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub struct Linear {
+    /// `[out_features, in_features]`.
+    pub weight: Tensor,
+    /// `[out_features]`, when the layer has a bias.
+    pub bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// A layer with PyTorch's default initialisation.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::nn::Linear;
+    /// use kael_core::{Device, Rng};
+    /// let lin = Linear::new(16, 4, true, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(lin.weight.shape(), &[4, 16]);
+    /// assert!(lin.weight.to_vec::<f32>()?.iter().all(|w| w.abs() <= 0.25));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new(
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        let weight = init::fan_in_uniform(&[out_features, in_features], in_features, device, rng)?
+            .requires_grad_(true)?;
+        let bias = if bias {
+            Some(
+                init::fan_in_uniform(&[out_features], in_features, device, rng)?
+                    .requires_grad_(true)?,
+            )
+        } else {
+            None
+        };
+        Ok(Self { weight, bias })
+    }
+
+    /// A layer over given tensors (used as they are: the same handles).
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] unless `weight` is rank 2;
+    /// [`Error::ShapeMismatch`] for a bias that is not `[out_features]`;
+    /// dtype or device mismatch between them.
+    ///
+    /// ```
+    /// use kael_core::nn::Linear;
+    /// use kael_core::{DType, Device, Tensor};
+    /// let w = Tensor::zeros(&[2, 3], DType::F32, &Device::cpu())?;
+    /// let bad = Tensor::zeros(&[3], DType::F32, &Device::cpu())?;
+    /// assert!(Linear::from_weights(w, Some(bad)).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn from_weights(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
+        if weight.rank() != 2 {
+            return Err(Error::RankMismatch {
+                op: "Linear",
+                expected: "2 (weight is [out_features, in_features])",
+                got: weight.rank(),
+            });
+        }
+        if let Some(b) = &bias {
+            if b.shape() != [weight.shape()[0]] {
+                return Err(Error::ShapeMismatch {
+                    op: "Linear",
+                    expected: ErrShape::of(&[weight.shape()[0]]),
+                    got: ErrShape::of(b.shape()),
+                });
+            }
+            weight.same_dtype("Linear", b)?;
+            weight.same_device("Linear", b)?;
+        }
+        Ok(Self { weight, bias })
+    }
+
+    /// `in_features`.
+    pub fn in_features(&self) -> usize {
+        self.weight.shape()[1]
+    }
+
+    /// `out_features`.
+    pub fn out_features(&self) -> usize {
+        self.weight.shape()[0]
+    }
+}
+
+impl Module for Linear {
+    /// `input` is `[*, in_features]` (any number of leading dims); the
+    /// result is `[*, out_features]`.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] when the last dim is not `in_features`;
+    /// [`Error::RankMismatch`] for a rank-0 input; dtype or device mismatch.
+    fn forward(&self, input: &Tensor) -> Result<Tensor> {
+        let in_f = self.in_features();
+        let rank = input.rank();
+        if rank == 0 {
+            return Err(Error::RankMismatch {
+                op: "Linear",
+                expected: "at least 1 ([*, in_features])",
+                got: 0,
+            });
+        }
+        if input.shape()[rank - 1] != in_f {
+            let mut want = Dims::from_slice(input.shape())?;
+            want[rank - 1] = in_f;
+            return Err(Error::ShapeMismatch {
+                op: "Linear",
+                expected: ErrShape::of(&want),
+                got: ErrShape::of(input.shape()),
+            });
+        }
+        let lead = &input.shape()[..rank - 1];
+        let rows: usize = lead.iter().product();
+        let x2 = if rank == 2 {
+            input.clone()
+        } else {
+            input.reshape(&[rows, in_f])?
+        };
+        let mut y = x2.mm(&self.weight.t()?)?;
+        if let Some(b) = &self.bias {
+            y = y.add(b)?;
+        }
+        if rank == 2 {
+            return Ok(y);
+        }
+        let mut out = Dims::from_slice(lead)?;
+        out.push(self.out_features())?;
+        y.reshape(&out)
+    }
+
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.param("weight", &self.weight);
+        if let Some(b) = &self.bias {
+            v.param("bias", b);
+        }
+    }
+}

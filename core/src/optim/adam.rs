@@ -1,0 +1,255 @@
+//! Adam and AdamW.
+
+use super::{Optimizer, check_non_negative, check_params, commit, grad_on_device, on_device_of};
+use crate::autograd::no_grad;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+use alloc::vec::Vec;
+
+/// Hyper-parameters of [`Adam`] and [`AdamW`]. `Default` is PyTorch's
+/// `Adam` default (`weight_decay = 0`); [`AdamConfig::adamw`] is PyTorch's
+/// `AdamW` default (`weight_decay = 0.01`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamConfig {
+    /// Learning rate.
+    pub lr: f64,
+    /// Decay rates of the first and second moment estimates.
+    pub betas: (f64, f64),
+    /// Added to the denominator for stability.
+    pub eps: f64,
+    /// L2 penalty (Adam) or decoupled decay rate (AdamW).
+    pub weight_decay: f64,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
+    }
+}
+
+impl AdamConfig {
+    /// PyTorch's `AdamW` defaults: as `default()` with `weight_decay = 0.01`.
+    ///
+    /// ```
+    /// assert_eq!(kael_core::optim::AdamConfig::adamw().weight_decay, 0.01);
+    /// ```
+    pub fn adamw() -> Self {
+        Self {
+            weight_decay: 0.01,
+            ..Self::default()
+        }
+    }
+
+    fn check(&self, op: &'static str) -> Result<()> {
+        check_non_negative(op, self.lr, "lr must be a finite number >= 0")?;
+        check_non_negative(op, self.eps, "eps must be a finite number >= 0")?;
+        check_non_negative(
+            op,
+            self.weight_decay,
+            "weight_decay must be a finite number >= 0",
+        )?;
+        let (b1, b2) = self.betas;
+        if !((0.0..1.0).contains(&b1) && (0.0..1.0).contains(&b2)) {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "betas must both be in [0, 1)",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// First and second moment of one parameter, and its step count.
+struct Moments {
+    step: u64,
+    m: Tensor,
+    v: Tensor,
+}
+
+/// What Adam and AdamW share; `decoupled` picks AdamW's weight decay.
+struct AdamCore {
+    params: Vec<Tensor>,
+    cfg: AdamConfig,
+    state: Vec<Option<Moments>>,
+    decoupled: bool,
+}
+
+impl AdamCore {
+    fn new(
+        op: &'static str,
+        params: Vec<Tensor>,
+        cfg: AdamConfig,
+        decoupled: bool,
+    ) -> Result<Self> {
+        cfg.check(op)?;
+        check_params(op, &params)?;
+        let state = (0..params.len()).map(|_| None).collect();
+        Ok(Self {
+            params,
+            cfg,
+            state,
+            decoupled,
+        })
+    }
+
+    fn step(&mut self) -> Result<()> {
+        let c = self.cfg;
+        let (b1, b2) = c.betas;
+        no_grad(|| {
+            let mut new_params = Vec::with_capacity(self.params.len());
+            let mut new_state = Vec::with_capacity(self.params.len());
+            for (i, p) in self.params.iter().enumerate() {
+                let Some(mut g) = grad_on_device(p)? else {
+                    continue;
+                };
+                if c.weight_decay != 0.0 && !self.decoupled {
+                    g = g.add(&p.mul_scalar(c.weight_decay)?)?;
+                }
+                // m, v start at zero: 0 · β + x is exactly x.
+                let (t, m, v) = match &self.state[i] {
+                    None => (1, g.mul_scalar(1.0 - b1)?, g.sqr()?.mul_scalar(1.0 - b2)?),
+                    Some(s) => (
+                        s.step + 1,
+                        on_device_of(&s.m, p)?
+                            .mul_scalar(b1)?
+                            .add(&g.mul_scalar(1.0 - b1)?)?,
+                        on_device_of(&s.v, p)?
+                            .mul_scalar(b2)?
+                            .add(&g.sqr()?.mul_scalar(1.0 - b2)?)?,
+                    ),
+                };
+                let bc1 = 1.0 - powi(b1, t);
+                let bc2 = 1.0 - powi(b2, t);
+                let denom = v.sqrt()?.affine(1.0 / libm::sqrt(bc2), c.eps)?;
+                let base = if c.weight_decay != 0.0 && self.decoupled {
+                    p.mul_scalar(1.0 - c.lr * c.weight_decay)?
+                } else {
+                    p.clone()
+                };
+                let new_p = base.sub(&m.div(&denom)?.mul_scalar(c.lr / bc1)?)?;
+                new_params.push((i, new_p));
+                new_state.push((i, Moments { step: t, m, v }));
+            }
+            commit(&self.params, &new_params)?;
+            for (i, s) in new_state {
+                self.state[i] = Some(s);
+            }
+            Ok(())
+        })
+    }
+
+    fn moments(&self, i: usize) -> Option<(&Tensor, &Tensor, u64)> {
+        self.state
+            .get(i)
+            .and_then(Option::as_ref)
+            .map(|s| (&s.m, &s.v, s.step))
+    }
+}
+
+fn powi(x: f64, n: u64) -> f64 {
+    libm::pow(x, n as f64)
+}
+
+/// Adam, as PyTorch's `torch.optim.Adam` (no AMSGrad). For each parameter
+/// `p` with gradient `g`, at its step `t` (starting at 1, `m = v = 0`):
+///
+/// ```text
+/// g = g + weight_decay · p                      (L2 penalty)
+/// m = β1 · m + (1 - β1) · g
+/// v = β2 · v + (1 - β2) · g²
+/// p = p - lr / (1 - β1ᵗ) · m / (√v / √(1 - β2ᵗ) + eps)
+/// ```
+///
+/// See NOTE [Optimizer updates] in [`crate::optim`].
+///
+/// ```
+/// use kael_core::optim::{Adam, AdamConfig, Optimizer};
+/// use kael_core::{Device, Tensor};
+/// let w = Tensor::from_slice(&[1.0f32, -1.0], &[2], &Device::cpu())?.requires_grad_(true)?;
+/// let mut opt = Adam::new(vec![w.clone()], AdamConfig { lr: 0.1, ..Default::default() })?;
+/// w.mul_scalar(3.0)?.sum_all()?.backward()?;
+/// opt.step()?; // the first Adam step moves each element by about lr, against the gradient
+/// let v = w.to_vec::<f32>()?;
+/// assert!((v[0] - 0.9).abs() < 1e-6 && (v[1] + 1.1).abs() < 1e-6);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub struct Adam(AdamCore);
+
+/// AdamW, as PyTorch's `torch.optim.AdamW` (no AMSGrad): Adam with
+/// decoupled weight decay. For each parameter, at its step `t`:
+///
+/// ```text
+/// p = p · (1 - lr · weight_decay)
+/// m = β1 · m + (1 - β1) · g
+/// v = β2 · v + (1 - β2) · g²
+/// p = p - lr / (1 - β1ᵗ) · m / (√v / √(1 - β2ᵗ) + eps)
+/// ```
+///
+/// See NOTE [Optimizer updates] in [`crate::optim`].
+///
+/// ```
+/// use kael_core::optim::{AdamConfig, AdamW, Optimizer};
+/// use kael_core::{Device, Tensor};
+/// let w = Tensor::from_slice(&[2.0f32], &[1], &Device::cpu())?.requires_grad_(true)?;
+/// let cfg = AdamConfig { lr: 0.1, weight_decay: 0.5, ..Default::default() };
+/// let mut opt = AdamW::new(vec![w.clone()], cfg)?;
+/// w.mul_scalar(0.0)?.sum_all()?.backward()?; // zero gradient: only the decay acts
+/// opt.step()?;
+/// assert!((w.item::<f32>()? - 1.9).abs() < 1e-6); // 2 · (1 - 0.1 · 0.5)
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub struct AdamW(AdamCore);
+
+macro_rules! adam_api {
+    ($ty:ident, $op:literal, $decoupled:expr) => {
+        impl $ty {
+            /// The optimizer over `params` (each tensor once, float leaves).
+            ///
+            /// # Errors
+            /// [`Error::InvalidArgument`] for a negative or non-finite
+            /// hyper-parameter, betas outside `[0, 1)`, a repeated or
+            /// non-leaf parameter; [`Error::UnsupportedDType`] for a
+            /// non-float parameter.
+            pub fn new(params: Vec<Tensor>, cfg: AdamConfig) -> Result<Self> {
+                Ok(Self(AdamCore::new($op, params, cfg, $decoupled)?))
+            }
+
+            /// The hyper-parameters.
+            pub fn config(&self) -> &AdamConfig {
+                &self.0.cfg
+            }
+
+            /// First moment, second moment and step count of parameter
+            /// `i`, after its first step.
+            pub fn moments(&self, i: usize) -> Option<(&Tensor, &Tensor, u64)> {
+                self.0.moments(i)
+            }
+        }
+
+        impl Optimizer for $ty {
+            fn step(&mut self) -> Result<()> {
+                self.0.step()
+            }
+
+            fn params(&self) -> &[Tensor] {
+                &self.0.params
+            }
+
+            fn lr(&self) -> f64 {
+                self.0.cfg.lr
+            }
+
+            fn set_lr(&mut self, lr: f64) {
+                self.0.cfg.lr = lr;
+            }
+        }
+    };
+}
+adam_api!(Adam, "Adam", false);
+adam_api!(AdamW, "AdamW", true);
