@@ -5,3 +5,6 @@
 //! GPT-2 land here in their own issues.
 
 pub use kael_core as core;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
