@@ -11,3 +11,6 @@ pub mod safetensors_io;
 pub mod tokenizer;
 
 pub use safetensors_io::error::{Error, Result};
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
