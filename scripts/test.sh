@@ -95,7 +95,16 @@ tier "build, thumbv7em-none-eabihf (sync mode)" \
     cargo build -p kael-core --target thumbv7em-none-eabihf --features sync
 tier "check, defmt on thumbv7em-none-eabihf" \
     cargo check -p kael-core --features defmt --target thumbv7em-none-eabihf
+tier "clippy, with the cuda feature" \
+    cargo clippy --workspace --all-targets --features kael-tests/cuda -- -D warnings
+# Without a driver every CUDA test prints one "skipped: no CUDA driver found" line and passes.
+tier "tests, cuda feature (skip without a GPU)" \
+    cargo test -p kael-tests --features cuda --test cuda
+tier "tests, kael-host with the cuda feature" cargo test -p kael-host --features cuda
 tier "demo" cargo run -p kael-host --example demo
+# The main demo in CI mode: exits non-zero unless validation loss falls by at
+# least 10% and the reloaded checkpoint reproduces it exactly.
+tier "training demo, quick" cargo run --release -p kael-host --bin kael-train -- --quick
 # Firmware: installs qemu-system-arm (Debian) and llvm-tools if missing,
 # builds every example for Cortex-M4F/M0 and runs each under QEMU.
 tier "firmware under QEMU" bash scripts/firmware.sh
