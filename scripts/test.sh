@@ -102,6 +102,7 @@ tier "tests, cuda feature (skip without a GPU)" \
     cargo test -p kael-tests --features cuda --test cuda
 tier "tests, kael-host with the cuda feature" cargo test -p kael-host --features cuda
 tier "demo" cargo run -p kael-host --example demo
+tier "README example" cargo run -p kael-host --example readme
 # The main demo in CI mode: exits non-zero unless validation loss falls by at
 # least 10% and the reloaded checkpoint reproduces it exactly.
 tier "training demo, quick" cargo run --release -p kael-host --bin kael-train -- --quick
