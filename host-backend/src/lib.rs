@@ -7,6 +7,7 @@
 pub use kael_core as core;
 
 pub mod checkpoint;
+pub mod gpt2;
 pub mod safetensors_io;
 pub mod tokenizer;
 

@@ -1,8 +1,10 @@
 //! The `kael` binary, run as a user would: exit status, stdout and stderr.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a panic is a failing test
 
-use kael_core::{DType, Device, Tensor};
+use kael_core::{DType, Device, Rng, Tensor};
+use kael_host::gpt2::{Decode, Gpt2, Gpt2Config, Sampler, generate};
 use kael_host::safetensors_io::save;
+use kael_host::tokenizer::Gpt2Tokenizer;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -146,10 +148,103 @@ fn inspect_without_a_file_is_a_usage_error() {
 
 // ------------------------------------------------------------ generate
 
+/// A tiny GPT-2 over the real 50,257-token vocabulary (random weights,
+/// fixed seed), so that the tokenizer's ids fit.
+fn tiny_gpt2(dir: &TempDir) -> PathBuf {
+    let config = Gpt2Config {
+        n_embd: 8,
+        n_head: 2,
+        n_layer: 1,
+        n_positions: 32,
+        vocab_size: 50257,
+        ..Gpt2Config::gpt2_124m()
+    };
+    let model = Gpt2::random(config, &Device::cpu(), &mut Rng::new(5)).unwrap();
+    let m = dir.path("tiny-gpt2");
+    model.save(&m).unwrap();
+    m
+}
+
+fn generate_args<'a>(m: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "generate",
+        "--model",
+        p(m),
+        "--prompt",
+        "Hello",
+        "--max-tokens",
+        "5",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
 #[test]
-fn generate_with_a_valid_model_dir_reports_that_gpt2_is_not_built() {
-    let dir = TempDir::new("notbuilt");
-    let m = model_dir(&dir);
+fn generate_streams_the_prompt_and_its_continuation_then_reports_tokens_per_second() {
+    let dir = TempDir::new("gen");
+    let m = tiny_gpt2(&dir);
+    let o = kael(&generate_args(
+        &m,
+        &[
+            "--temperature",
+            "0.8",
+            "--top-k",
+            "40",
+            "--seed",
+            "7",
+            "--device",
+            "cpu",
+        ],
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("Hello") && out.len() > "Hello\n".len(),
+        "{out:?}"
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("5 tokens in") && err.contains("tokens/s"),
+        "{err}"
+    );
+}
+
+#[test]
+fn generate_with_the_same_seed_gives_the_same_text() {
+    let dir = TempDir::new("seed");
+    let m = tiny_gpt2(&dir);
+    let args = generate_args(&m, &["--seed", "3", "--temperature", "1.0"]);
+    let a = kael(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(stdout(&a), stdout(&kael(&args)));
+}
+
+#[test]
+fn generate_greedy_matches_the_library_greedy_decode() {
+    let dir = TempDir::new("greedy");
+    let m = tiny_gpt2(&dir);
+    let o = kael(&generate_args(&m, &["--temperature", "0"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let model = Gpt2::load(&m, &Device::cpu()).unwrap();
+    let tok = Gpt2Tokenizer::new().unwrap();
+    let prompt = tok.encode("Hello").unwrap();
+    let ids = generate(
+        &model,
+        &prompt,
+        5,
+        &mut Sampler::greedy(),
+        Decode::Cached,
+        |_| Ok(()),
+    )
+    .unwrap();
+    let want = format!("Hello{}\n", tok.decode(&ids).unwrap());
+    assert_eq!(stdout(&o), want);
+}
+
+#[test]
+fn generate_past_the_context_fails_with_the_limit() {
+    let dir = TempDir::new("ctx");
+    let m = tiny_gpt2(&dir);
     let o = kael(&[
         "generate",
         "--model",
@@ -157,22 +252,48 @@ fn generate_with_a_valid_model_dir_reports_that_gpt2_is_not_built() {
         "--prompt",
         "Hello",
         "--max-tokens",
-        "5",
-        "--temperature",
-        "0.8",
-        "--top-k",
         "40",
-        "--seed",
-        "7",
-        "--device",
-        "cpu",
     ]);
     assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("context of 32"), "{}", stderr(&o));
+}
+
+#[test]
+fn generate_with_weights_that_do_not_match_the_config_names_the_tensor() {
+    // model_dir's weights are not a GPT-2 (no wpe.weight, wte [4, 3])
+    let dir = TempDir::new("notgpt2");
+    let m = model_dir(&dir);
+    std::fs::write(
+        dir.path("config.json"),
+        r#"{"n_embd": 3, "n_head": 1, "n_layer": 1, "n_positions": 8, "vocab_size": 4}"#,
+    )
+    .unwrap();
+    let o = kael(&["generate", "--model", p(&m), "--prompt", "x"]);
+    assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("GPT-2 model support is not built yet"),
+        stderr(&o).contains("no tensor 'wpe.weight'"),
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn generate_with_an_incomplete_config_names_the_field() {
+    let dir = TempDir::new("partialcfg");
+    let m = model_dir(&dir); // config.json has n_layer and n_head only
+    let o = kael(&["generate", "--model", p(&m), "--prompt", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no \"n_embd\""), "{}", stderr(&o));
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn generate_on_cuda_without_the_cuda_feature_says_how_to_build_it() {
+    let dir = TempDir::new("cuda");
+    let m = tiny_gpt2(&dir);
+    let o = kael(&generate_args(&m, &["--device", "cuda"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--features cuda"), "{}", stderr(&o));
 }
 
 #[test]

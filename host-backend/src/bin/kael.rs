@@ -9,14 +9,20 @@
 //! `inspect` lists a file's tensors (name, dtype, shape, bytes) and how
 //! they load (zero-copy views of the memory map, or copies).
 //!
-//! `generate` parses its arguments and checks the model directory
-//! (`model.safetensors` and `config.json`, both well-formed), then stops
-//! with an error: GPT-2 model support is not built yet.
+//! `generate` checks the model directory (`model.safetensors` and
+//! `config.json`, both well-formed, in the Hugging Face GPT-2 layout),
+//! loads the model (memory-mapped, zero-copy on the CPU), and continues the
+//! prompt, streaming the text to stdout as each token is chosen; the speed
+//! (tokens/s) goes to stderr at the end, so stdout holds only the text.
+//! `--device cuda` needs a build with the `cuda` feature.
 //!
 //! Exit status: 0 on success, 1 on an error, 2 on a usage error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use kael_core::Device;
+use kael_host::gpt2::{Decode, Gpt2, Gpt2Config, Sampler};
 use kael_host::safetensors_io::{self, SafeTensorsFile};
+use kael_host::tokenizer::Gpt2Tokenizer;
 use kael_host::{Error, Result};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -45,8 +51,8 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         tensor: Option<String>,
     },
-    /// Generate text with a GPT-2 model (not built yet: checks the
-    /// arguments and the model directory, then reports that).
+    /// Generate text with a GPT-2 model (Hugging Face layout), streaming
+    /// it to stdout; tokens/s go to stderr.
     Generate(GenerateArgs),
 }
 
@@ -104,9 +110,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Inspect { file, tensor } => inspect(file, tensor.as_deref()),
-        Command::Generate(args) => {
-            validate_model_dir(&args.model).and_then(|model| generate(args, &model))
-        }
+        Command::Generate(args) => device(args.device)
+            .and_then(|dev| validate_model_dir(&args.model, &dev).map(|m| (m, dev)))
+            .and_then(|(model, dev)| generate(args, model, &dev)),
     };
     match result {
         Ok(text) => {
@@ -235,7 +241,34 @@ fn dtype_name(d: kael_core::DType) -> &'static str {
 /// A model directory that passed [`validate_model_dir`].
 struct ModelDir {
     weights: SafeTensorsFile,
+    config_path: PathBuf,
     config: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The device `--device` names.
+fn device(arg: DeviceArg) -> Result<Device> {
+    match arg {
+        DeviceArg::Cpu => Ok(Device::cpu()),
+        DeviceArg::Cuda => cuda_device(),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device() -> Result<Device> {
+    kael_host::cuda::device(0).map_err(|e| Error::Unsupported {
+        op: "kael generate --device cuda",
+        reason: format!("CUDA device 0 is not usable ({e}); run with --device cpu"),
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_device() -> Result<Device> {
+    Err(Error::Unsupported {
+        op: "kael generate --device cuda",
+        reason: "this kael was built without CUDA support; rebuild it with \
+                 `cargo build --release -p kael-host --features cuda`, or run with --device cpu"
+            .into(),
+    })
 }
 
 fn bad_model(reason: String) -> Error {
@@ -246,8 +279,8 @@ fn bad_model(reason: String) -> Error {
 }
 
 /// Checks that `dir` holds a readable `model.safetensors` and a
-/// `config.json` that is a JSON object.
-fn validate_model_dir(dir: &Path) -> Result<ModelDir> {
+/// `config.json` that is a JSON object; loads the weights onto `device`.
+fn validate_model_dir(dir: &Path, device: &Device) -> Result<ModelDir> {
     const FIX: &str = "pass --model a directory holding model.safetensors and config.json (a Hugging Face GPT-2 snapshot)";
     if !dir.exists() {
         return Err(bad_model(format!(
@@ -291,28 +324,70 @@ fn validate_model_dir(dir: &Path) -> Result<ModelDir> {
             reason: "config.json must be a JSON object (e.g. {\"n_layer\": 12, ...}); restore it from the model's release".into(),
         });
     };
-    let weights = safetensors_io::load(&weights)?;
+    let weights = safetensors_io::load_on(&weights, device)?;
     Ok(ModelDir {
         weights,
+        config_path: config,
         config: config_map,
     })
 }
 
-/// Generation: waits for the GPT-2 model (a later step of issue 8).
-fn generate(args: &GenerateArgs, model: &ModelDir) -> Result<String> {
-    // Everything the model step will read, already parsed and validated.
-    let _ = (
-        &args.prompt,
-        args.max_tokens,
-        args.temperature,
-        args.top_k,
-        args.seed,
-        args.device,
-        model.weights.len(),
-        model.config.len(),
+/// Loads the model and streams the prompt and its continuation to stdout
+/// (returning nothing more to print), then prints the speed to stderr.
+fn generate(args: &GenerateArgs, dir: ModelDir, device: &Device) -> Result<String> {
+    let config = Gpt2Config::from_json(&dir.config).map_err(|reason| Error::Format {
+        path: dir.config_path.clone(),
+        reason,
+    })?;
+    let model = Gpt2::from_safetensors(config, &dir.weights, device)?;
+    drop(dir); // the model's tensors keep the memory map alive
+    let tok = Gpt2Tokenizer::new()?;
+    let mut prompt = tok.encode(&args.prompt)?;
+    if prompt.is_empty() {
+        // GPT-2 starts unconditioned text from <|endoftext|>.
+        prompt.push(Gpt2Tokenizer::EOT);
+    }
+    let max_new = args.max_tokens as usize;
+    let mut sampler = Sampler::new(f64::from(args.temperature), args.top_k, args.seed)?;
+    let mut out = std::io::stdout().lock();
+    let write = |out: &mut std::io::StdoutLock<'_>, s: &str| {
+        // A closed pipe (`kael generate ... | head`) is not an error.
+        let _ = out.write_all(s.as_bytes()).and_then(|()| out.flush());
+    };
+    write(&mut out, &args.prompt);
+    let mut stream = tok.stream();
+    let start = std::time::Instant::now();
+    let mut first: Option<std::time::Duration> = None;
+    let ids = kael_host::gpt2::generate(
+        &model,
+        &prompt,
+        max_new,
+        &mut sampler,
+        Decode::Cached,
+        |id| {
+            first.get_or_insert_with(|| start.elapsed());
+            let text = stream.push(id)?;
+            write(&mut out, &text);
+            Ok(())
+        },
+    )?;
+    let total = start.elapsed().as_secs_f64();
+    write(&mut out, &stream.finish());
+    write(&mut out, "\n");
+    drop(out);
+    let first = first.map_or(0.0, |d| d.as_secs_f64());
+    let n = ids.len();
+    let rate = if n > 1 && total > first {
+        (n - 1) as f64 / (total - first)
+    } else {
+        n as f64 / total.max(f64::MIN_POSITIVE)
+    };
+    eprintln!(
+        "{n} tokens in {total:.2} s: {rate:.1} tokens/s (after a {}-token prompt, \
+         first token {:.0} ms; {:?})",
+        prompt.len(),
+        first * 1e3,
+        device
     );
-    Err(Error::Unsupported {
-        op: "kael generate",
-        reason: "GPT-2 model support is not built yet; the model directory is valid, but kael cannot run it until the GPT-2 model lands (issue 8)".into(),
-    })
+    Ok(String::new())
 }
