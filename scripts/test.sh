@@ -45,6 +45,13 @@ else
     echo "warning: rustup not found; assuming ${TARGETS[*]}, rustfmt and clippy are installed" >&2
 fi
 
+# numpy: the GPT-2 test compares logits against an independent numpy forward
+# (tests/data/gpt2_reference.py).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c "import numpy" 2>/dev/null; then
+    echo "installing numpy (for the GPT-2 reference test)"
+    python3 -m pip install --quiet numpy || echo "warning: numpy could not be installed; the GPT-2 reference test will skip" >&2
+fi
+
 echo "toolchain: $(rustc --version), $(cargo --version)"
 
 # ---------------------------------------------------------------- tiers

@@ -1,8 +1,10 @@
 //! # kael-host
 //!
-//! The `std` side of kael. For now it re-exports the core in `sync` mode
-//! (`Tensor: Send + Sync`); the threaded CPU backend, CUDA, safetensors and
-//! GPT-2 land here in their own issues.
+//! The `std` side of kael: it re-exports the core in `sync` mode
+//! (`Tensor: Send + Sync`, per-thread grad mode) and adds zero-copy
+//! safetensors loading ([`safetensors_io`]), checkpoints, the GPT-2 model
+//! ([`gpt2`]) and tokenizer ([`tokenizer`]), the `kael` and `kael-train`
+//! binaries, and (feature `cuda`) the CUDA backend.
 
 pub use kael_core as core;
 
