@@ -16,7 +16,9 @@
 //! `Layout`; it follows PyTorch's shapes, strides and offsets.
 
 use crate::error::{ErrShape, Error, Result};
-use crate::shape::{Dims, MAX_RANK, contiguous_strides, resolve_dim, resolve_insert_dim};
+use crate::shape::{
+    Dims, MAX_RANK, checked_numel, contiguous_strides, resolve_dim, resolve_insert_dim,
+};
 
 /// Shape, strides and offset (in elements) of a tensor over its storage.
 ///
@@ -104,7 +106,8 @@ impl Layout {
     /// One past the furthest storage element any position maps to
     /// (`offset` when the layout has no elements).
     pub fn reach(&self) -> usize {
-        if self.numel() == 0 {
+        // Not `numel() == 0`: the product of unchecked sizes may overflow.
+        if self.shape.contains(&0) {
             return self.offset;
         }
         self.shape
@@ -194,8 +197,16 @@ impl Layout {
         }
         let mut out = self.clone();
         out.shape[d] = length;
+        // NOTE [Saturating view arithmetic]: for a layout with elements, every
+        // offset and stride below is bounded by its reach (checked against the
+        // storage when the view is made). Only empty layouts and size-1 dims,
+        // whose strides are never stepped, can carry huge values (from
+        // `as_strided`); saturating keeps those from overflowing, and an
+        // empty view's offset is clamped when the tensor is made.
         if length > 0 {
-            out.offset += start * self.strides[d];
+            out.offset = out
+                .offset
+                .saturating_add(start.saturating_mul(self.strides[d]));
         }
         Ok(out)
     }
@@ -213,23 +224,21 @@ impl Layout {
                 reason: "step must be at least 1 (negative steps are not supported; use flip)",
             });
         }
-        let size = self.shape[d] as isize;
-        let clamp = |i: isize| -> isize {
+        // i128: sizes of empty `as_strided` layouts may exceed isize::MAX.
+        let size = self.shape[d] as i128;
+        let clamp = |i: isize| -> usize {
+            let i = i as i128;
             let i = if i < 0 { i + size } else { i };
-            i.clamp(0, size)
+            i.clamp(0, size) as usize
         };
         let (s, e) = (clamp(start), clamp(end));
-        let len = if e > s {
-            ((e - s) as usize).div_ceil(step)
-        } else {
-            0
-        };
+        let len = if e > s { (e - s).div_ceil(step) } else { 0 };
         let mut out = self.clone();
         out.shape[d] = len;
         if len > 0 {
-            out.offset += s as usize * self.strides[d];
+            out.offset = out.offset.saturating_add(s.saturating_mul(self.strides[d]));
         }
-        out.strides[d] = self.strides[d] * step;
+        out.strides[d] = self.strides[d].saturating_mul(step);
         Ok(out)
     }
 
@@ -241,19 +250,19 @@ impl Layout {
         let d = resolve_dim("select", dim, self.rank())?;
         let size = self.shape[d];
         let i = if index < 0 {
-            index + size as isize
+            size.checked_sub(index.unsigned_abs())
         } else {
-            index
+            Some(index as usize)
         };
-        if i < 0 || i as usize >= size {
+        let Some(i) = i.filter(|&i| i < size) else {
             return Err(Error::IndexOutOfRange {
                 op: "select",
                 index: index as i64,
                 size,
             });
-        }
+        };
         let mut out = self.clone();
-        out.offset += i as usize * self.strides[d];
+        out.offset = out.offset.saturating_add(i.saturating_mul(self.strides[d]));
         out.shape.remove(d);
         out.strides.remove(d);
         Ok(out)
@@ -362,7 +371,7 @@ impl Layout {
         let stride = if d >= self.rank() {
             1
         } else {
-            self.strides[d] * self.shape[d]
+            self.strides[d].saturating_mul(self.shape[d])
         };
         let mut out = self.clone();
         out.shape.insert(d, 1)?;
@@ -424,11 +433,11 @@ impl Layout {
             tensor_numel *= old_shape[tensor_d];
             if tensor_d == 0
                 || (old_shape[tensor_d - 1] != 1
-                    && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)
+                    && old_strides[tensor_d - 1] != tensor_numel.saturating_mul(chunk_base_stride))
             {
                 while view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d as usize] == 1)
                 {
-                    new_strides[view_d as usize] = view_numel * chunk_base_stride;
+                    new_strides[view_d as usize] = view_numel.saturating_mul(chunk_base_stride);
                     view_numel *= new_shape[view_d as usize];
                     view_d -= 1;
                 }
@@ -455,7 +464,7 @@ impl Layout {
     /// strides cannot express the new shape (use `reshape`).
     pub fn view(&self, new_shape: &[usize]) -> Result<Self> {
         let shape = Dims::from_slice(new_shape)?;
-        if shape.numel() != self.numel() {
+        if checked_numel("view", &shape).ok() != Some(self.numel()) {
             return Err(Error::ElementCountMismatch {
                 op: "view",
                 numel: self.numel(),
@@ -480,7 +489,8 @@ impl Layout {
     /// new last dimension of length `size` is appended.
     ///
     /// # Errors
-    /// Bad `dim`, `size` larger than the dimension, or `step == 0`.
+    /// Bad `dim`, `size` larger than the dimension, `step == 0`, or more
+    /// windows than `usize` counts (`size == 0` over a dimension of `usize::MAX`).
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Self> {
         let (d, extent, stride) = if self.rank() == 0 {
             if dim != 0 && dim != -1 {
@@ -511,8 +521,13 @@ impl Layout {
             out.strides.push(1)?;
             return Ok(out);
         }
-        out.shape[d] = (extent - size) / step + 1;
-        out.strides[d] = stride * step;
+        out.shape[d] = ((extent - size) / step)
+            .checked_add(1)
+            .ok_or(Error::InvalidArgument {
+                op: "unfold",
+                reason: "the number of windows overflows usize; use a window size of at least 1",
+            })?;
+        out.strides[d] = stride.saturating_mul(step);
         out.shape.push(size)?;
         out.strides.push(stride)?;
         Ok(out)
@@ -531,22 +546,21 @@ impl Layout {
                 reason: "dim1 and dim2 must differ; pass two distinct dimensions",
             });
         }
-        let (sa, sb) = (self.shape[a] as isize, self.shape[b] as isize);
+        let (sa, sb) = (self.shape[a], self.shape[b]);
         let len = if offset >= 0 {
-            sa.min(sb - offset)
+            sa.min(sb.saturating_sub(offset.unsigned_abs()))
         } else {
-            (sa + offset).min(sb)
-        }
-        .max(0) as usize;
+            sa.saturating_sub(offset.unsigned_abs()).min(sb)
+        };
         let mut off = self.offset;
         if len > 0 {
             if offset >= 0 {
-                off += offset as usize * self.strides[b];
+                off = off.saturating_add((offset as usize).saturating_mul(self.strides[b]));
             } else {
-                off += (-offset) as usize * self.strides[a];
+                off = off.saturating_add(offset.unsigned_abs().saturating_mul(self.strides[a]));
             }
         }
-        let stride = self.strides[a] + self.strides[b];
+        let stride = self.strides[a].saturating_add(self.strides[b]);
         let mut shape = Dims::new();
         let mut strides = Dims::new();
         for i in 0..self.rank() {
@@ -591,12 +605,15 @@ pub fn walk<const N: usize>(layouts: [&Layout; N], mut f: impl FnMut([usize; N])
     let inner = shape[rank - 1];
     let inner_strides: [usize; N] = core::array::from_fn(|k| layouts[k].strides[rank - 1]);
     let mut idx = [0usize; MAX_RANK];
+    // Offsets are only ever stepped to positions that exist, so no sum
+    // overflows even for huge strides on size-1 dims (`as_strided`); the
+    // one step past a row's end is wrapping and never used.
     loop {
         let mut cur = base;
         for _ in 0..inner {
             f(cur);
             for k in 0..N {
-                cur[k] += inner_strides[k];
+                cur[k] = cur[k].wrapping_add(inner_strides[k]);
             }
         }
         // advance the outer multi-index
@@ -606,15 +623,15 @@ pub fn walk<const N: usize>(layouts: [&Layout; N], mut f: impl FnMut([usize; N])
                 return;
             }
             d -= 1;
-            idx[d] += 1;
-            for k in 0..N {
-                base[k] += layouts[k].strides[d];
-            }
-            if idx[d] < shape[d] {
+            if idx[d] + 1 < shape[d] {
+                idx[d] += 1;
+                for k in 0..N {
+                    base[k] += layouts[k].strides[d];
+                }
                 break;
             }
             for k in 0..N {
-                base[k] -= layouts[k].strides[d] * shape[d];
+                base[k] -= layouts[k].strides[d] * idx[d];
             }
             idx[d] = 0;
         }

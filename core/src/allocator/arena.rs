@@ -102,10 +102,12 @@ impl<const MAX_BLOCKS: usize> ArenaAllocator<MAX_BLOCKS> {
 impl<const MAX_BLOCKS: usize> Allocator for ArenaAllocator<MAX_BLOCKS> {
     fn allocate(&self, layout: MemLayout) -> Result<NonNull<u8>> {
         if layout.size() == 0 {
-            return NonNull::new(layout.align() as *mut u8).ok_or(Error::OutOfMemory {
-                requested: 0,
-                available: None,
-            });
+            return NonNull::new(core::ptr::without_provenance_mut(layout.align())).ok_or(
+                Error::OutOfMemory {
+                    requested: 0,
+                    available: None,
+                },
+            );
         }
         self.state.with(|st| {
             let free = Self::free_bytes(st, self.len);

@@ -40,11 +40,14 @@ impl Allocator for GlobalAllocator {
     fn allocate(&self, layout: MemLayout) -> Result<NonNull<u8>> {
         if layout.size() == 0 {
             // A dangling pointer aligned to `layout.align()`; never dereferenced
-            // for reads or writes of non-zero length.
-            return NonNull::new(layout.align() as *mut u8).ok_or(Error::OutOfMemory {
-                requested: 0,
-                available: None,
-            });
+            // for reads or writes of non-zero length. Without provenance (not
+            // an integer-to-pointer cast), so Miri's strict provenance holds.
+            return NonNull::new(core::ptr::without_provenance_mut(layout.align())).ok_or(
+                Error::OutOfMemory {
+                    requested: 0,
+                    available: None,
+                },
+            );
         }
         // SAFETY: `layout` has a non-zero size (checked above).
         let p = unsafe { alloc::alloc::alloc(layout) };

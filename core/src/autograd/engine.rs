@@ -156,21 +156,38 @@ fn apply_hooks(node: &Shared<Node>, mut g: Tensor) -> Result<Tensor> {
 
 fn accumulate_into_leaf(leaf: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
     let g = if create_graph { g.clone() } else { g.detach()? };
-    let new = match leaf.grad() {
-        Some(old) => old.add(&g)?,
-        None => {
-            if g.layout().has_internal_overlap()
-                || !g.is_contiguous()
-                || g.shares_storage_with_any_other_grad()
-            {
-                g.deep_clone()?
-            } else {
-                g
+    // Optimistic read-modify-write: backward passes on other threads (sync
+    // mode) may accumulate into this leaf at the same time, so the sum is
+    // stored only if `.grad` is still the one it was computed from, and is
+    // recomputed otherwise; no update is lost.
+    loop {
+        let old = leaf.grad();
+        let new = match &old {
+            Some(old) => old.add(&g)?,
+            None => {
+                if g.layout().has_internal_overlap()
+                    || !g.is_contiguous()
+                    || g.shares_storage_with_any_other_grad()
+                {
+                    g.deep_clone()?
+                } else {
+                    g.clone()
+                }
             }
+        };
+        let replaced = leaf.with_meta(|m| {
+            let unchanged = match (&m.grad, &old) {
+                (Some(now), Some(old)) => now.is_same(old),
+                (None, None) => true,
+                _ => false,
+            };
+            unchanged.then(|| m.grad.replace(new))
+        });
+        if let Some(previous) = replaced {
+            drop(previous);
+            return Ok(());
         }
-    };
-    leaf.with_meta(|m| m.grad = Some(new));
-    Ok(())
+    }
 }
 
 impl Tensor {
@@ -294,6 +311,14 @@ pub fn grad(
         return Err(Error::InvalidArgument {
             op: "grad",
             reason: "grad_outputs must be empty or have one entry per output",
+        });
+    }
+    // One result per input, in order: an input without an edge would
+    // shift every later result.
+    if inputs.iter().any(|t| !t.requires_grad()) {
+        return Err(Error::Autograd {
+            op: "grad",
+            reason: "one of the inputs does not require grad; call requires_grad_(true) on it or leave it out of inputs",
         });
     }
     let mut roots = Vec::with_capacity(outputs.len());

@@ -120,18 +120,48 @@ fn take_children(next: &mut Vec<Option<Shared<Node>>>, stack: &mut Vec<Shared<No
 pub(crate) struct SavedTensor {
     tensor: Tensor,
     version: usize,
-    /// Saved output of the node itself: stored detached (NOTE [No reference
-    /// cycles]) and re-attached on unpack when recording.
-    is_output: bool,
+    /// How to give the unpacked tensor its history when recording.
+    history: SavedHistory,
+}
+
+/// NOTE [No reference cycles] for saved tensors: only a leaf that requires
+/// grad is kept as itself (autograd refuses in-place ops on it while
+/// recording). Any other input is kept as a detached alias (plus its grad_fn,
+/// re-attached on unpack when recording), because an in-place op recorded
+/// on it later gives it a grad_fn that can lead back to the node saving it
+/// (`let b = w.mul(&a)?; a.add_(&b)?`): a cycle that is never freed. Such a
+/// write bumps the version, so the alias never needs the new history.
+enum SavedHistory {
+    /// Kept as itself (a leaf that requires grad, or detaching failed).
+    Original,
+    /// The node's own output: re-attached to the node on unpack.
+    Output,
+    /// An input without history: the alias is all there is.
+    Constant,
+    /// An input that had this grad_fn: re-attached on unpack.
+    Input(Shared<Node>),
 }
 
 impl SavedTensor {
     /// Saves an input of the op.
     pub(crate) fn input(t: &Tensor) -> Self {
-        Self {
-            tensor: t.clone(),
-            version: t.version(),
-            is_output: false,
+        let version = t.version();
+        let history = match t.grad_fn() {
+            Some(node) => SavedHistory::Input(node),
+            None if t.requires_grad() => SavedHistory::Original,
+            None => SavedHistory::Constant,
+        };
+        match (history, t.detach()) {
+            (history @ (SavedHistory::Input(_) | SavedHistory::Constant), Ok(alias)) => Self {
+                tensor: alias,
+                version,
+                history,
+            },
+            _ => Self {
+                tensor: t.clone(),
+                version,
+                history: SavedHistory::Original,
+            },
         }
     }
 
@@ -140,7 +170,7 @@ impl SavedTensor {
         Ok(Self {
             tensor: t.detach()?,
             version: t.version(),
-            is_output: true,
+            history: SavedHistory::Output,
         })
     }
 
@@ -152,9 +182,14 @@ impl SavedTensor {
                 reason: "one of the variables needed for gradient computation has been modified by an inplace operation (through this tensor, a view of it, or detach()); deep_clone() it before modifying, or modify it after backward",
             });
         }
-        if self.is_output && is_grad_enabled() {
+        let attach = match &self.history {
+            SavedHistory::Output => node,
+            SavedHistory::Input(n) => n,
+            SavedHistory::Original | SavedHistory::Constant => return Ok(self.tensor.clone()),
+        };
+        if is_grad_enabled() {
             let t = self.tensor.detach()?;
-            t.set_history(node.clone());
+            t.set_history(attach.clone());
             return Ok(t);
         }
         Ok(self.tensor.clone())
@@ -163,7 +198,9 @@ impl SavedTensor {
     /// Hands out the grad_fn of a saved tensor this rule uniquely owns, so
     /// `Node::drop` can free chains iteratively.
     pub(crate) fn into_grad_fn(self, stack: &mut Vec<Shared<Node>>) {
-        if let Some(n) = self.tensor.take_grad_fn_if_unique() {
+        if let SavedHistory::Input(n) = self.history {
+            stack.push(n);
+        } else if let Some(n) = self.tensor.take_grad_fn_if_unique() {
             stack.push(n);
         }
     }

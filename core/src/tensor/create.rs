@@ -96,7 +96,7 @@ pub(crate) fn infer_shape(op: &'static str, spec: &[isize], numel: usize) -> Res
         }
         out[i] = numel / known;
     }
-    if out.numel() != numel {
+    if checked_numel(op, &out).ok() != Some(numel) {
         return Err(Error::ElementCountMismatch {
             op,
             numel,
@@ -554,20 +554,26 @@ impl Tensor {
 
     /// A new tensor over the same storage with `layout` (a view).
     pub(crate) fn make_view(&self, layout: Layout) -> Result<Tensor> {
-        let root = self.root();
-        Ok(Tensor::from_impl(TensorImpl::new(
-            self.storage(),
-            layout,
-            self.dtype(),
-            Some(root),
-        )?))
+        self.make_view_as(layout, self.dtype())
     }
 
     /// A view with the same layout but another dtype tag (view_dtype helper).
+    ///
+    /// An empty view reads nothing, so an offset past the storage's end
+    /// (`zeros(&[2, 0]).select(0, 1)`: offset 1 of 0 elements, as in
+    /// PyTorch) is clamped to the end to keep INVARIANT 2 of `TensorImpl`.
     pub(crate) fn make_view_as(&self, layout: Layout, dtype: DType) -> Result<Tensor> {
         let root = self.root();
+        let storage = self.storage();
+        let layout = if layout.shape().contains(&0) {
+            let len = storage.nbytes() / dtype.size_in_bytes();
+            let offset = layout.offset().min(len);
+            Layout::from_dims(layout.shape().clone(), layout.strides().clone(), offset)
+        } else {
+            layout
+        };
         Ok(Tensor::from_impl(TensorImpl::new(
-            self.storage(),
+            storage,
             layout,
             dtype,
             Some(root),

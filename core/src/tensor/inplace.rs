@@ -73,15 +73,20 @@ impl Tensor {
         } else {
             None
         };
+        // `other` is saved before the write, with the version the backward
+        // formula needs: when it shares `self`'s storage (`a.mul_(&a)`), the
+        // write then makes backward fail its version check (as in PyTorch)
+        // instead of silently using the new values.
+        let saved_other = (record && matches!(op, BinaryOp::Mul | BinaryOp::Div))
+            .then(|| SavedTensor::input(other));
         let dev = self.device();
         self.with_src(|d| src.with_src(|s| dev.backend().binary(op, d, s, d)))?;
         self.storage().bump_version();
         if record {
-            let saves_other = matches!(op, BinaryOp::Mul | BinaryOp::Div);
             let rule = Rule::InplaceBinary {
                 op,
                 old_self,
-                other: saves_other.then(|| SavedTensor::input(other)),
+                other: saved_other,
                 out: if op == BinaryOp::Div {
                     Some(SavedTensor::output(self)?)
                 } else {

@@ -71,6 +71,9 @@ impl TensorImpl {
         dtype: DType,
         base: Option<Tensor>,
     ) -> Result<Self> {
+        // Every tensor's element count fits in usize, so `numel()` (an
+        // unchecked product) is exact wherever it is used.
+        crate::shape::checked_numel("TensorImpl::new", layout.shape())?;
         let storage_len = storage.nbytes() / dtype.size_in_bytes();
         let reach = layout.reach();
         if reach > storage_len {

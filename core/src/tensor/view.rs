@@ -68,11 +68,12 @@ impl Tensor {
     pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
         let l = self.layout().select(dim, index)?;
         let d = resolve_dim("select", dim, self.rank())?;
+        // In range: `layout().select` checked it.
         let i = if index < 0 {
-            index + self.shape()[d] as isize
+            self.shape()[d] - index.unsigned_abs()
         } else {
-            index
-        } as usize;
+            index as usize
+        };
         self.view_op(l, ViewKind::Select(d, i))
     }
 
@@ -306,7 +307,9 @@ impl Tensor {
             if i <= s || i > e {
                 shape.push(d)?;
             } else if let Some(last) = shape.last_mut() {
-                *last *= d;
+                // Exact: the tensor's element count fits in usize, and a 0
+                // anywhere makes the saturated product 0 again.
+                *last = last.saturating_mul(d);
             }
         }
         self.reshape(&shape)
@@ -461,7 +464,8 @@ impl Tensor {
     /// against the storage's bounds.
     ///
     /// # Errors
-    /// Rank disagreement; [`Error::OutOfBounds`] past the storage's end.
+    /// Rank disagreement; an element count that overflows `usize`;
+    /// [`Error::OutOfBounds`] past the storage's end.
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -479,6 +483,7 @@ impl Tensor {
         storage_offset: usize,
     ) -> Result<Tensor> {
         let layout = Layout::new(size, stride, storage_offset)?;
+        crate::shape::checked_numel("as_strided", size)?;
         let storage_len = self.storage_nbytes() / self.element_size();
         if layout.reach() > storage_len {
             return Err(Error::OutOfBounds {
@@ -534,14 +539,20 @@ impl Tensor {
         let offset;
         if new < old {
             let r = old / new;
-            shape[rank - 1] *= r;
+            // Only `as_strided` layouts (huge strides on size-1 dims, huge
+            // sizes next to a 0) can overflow when counted in smaller units.
+            let overflow = Error::InvalidArgument {
+                op: "view_dtype",
+                reason: "a size, stride or the offset overflows usize when counted in the smaller element; call deep_clone() first",
+            };
+            shape[rank - 1] = shape[rank - 1].checked_mul(r).ok_or(overflow.clone())?;
             for (i, s) in strides.iter_mut().enumerate() {
                 if i != rank - 1 {
-                    *s *= r;
+                    *s = s.checked_mul(r).ok_or(overflow.clone())?;
                 }
             }
             strides[rank - 1] = 1;
-            offset = layout.offset() * r;
+            offset = layout.offset().checked_mul(r).ok_or(overflow)?;
         } else {
             let r = new / old;
             let bad = "the last dimension's size, every other stride and the offset must be divisible by the element-size ratio; call contiguous() or narrow to a multiple";

@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Reliability tiers of kael, on the nightly toolchain:
+#
+#   miri  the core's unit tests in Rc and `sync` mode, and a few kael-tests
+#         integration tests, under Miri (undefined behaviour, leaks, data
+#         races of Miri's thread scheduler);
+#   fuzz  each cargo-fuzz target in fuzz/ for FUZZ_SECONDS (libFuzzer),
+#         failing on any crash, panic, leak or timeout;
+#   tsan  the thread tests (tests/tests/concurrency.rs) under ThreadSanitizer.
+#
+#   bash scripts/reliability.sh                  (from any directory)
+#   FUZZ_SECONDS=300 bash scripts/reliability.sh (longer fuzzing; default 60)
+#   RELIABILITY_TIERS="fuzz" bash scripts/...    (a subset of: miri fuzz tsan)
+#   KAEL_NIGHTLY=nightly-2026-05-19 ...          (pin the nightly; default nightly)
+#
+# It installs what it needs itself (the nightly toolchain, its miri and
+# rust-src components, cargo-fuzz from crates.io). A tier whose tools
+# cannot be installed is SKIPPED with a message saying why; a tier that
+# runs and finds a problem FAILS, and the script exits non-zero. Fuzzing
+# inputs that crash are left in fuzz/artifacts/<target>/ (reproduce with
+# `cd fuzz && cargo +nightly fuzz run <target> <file>`); turn each into a
+# regression test in tests/tests/fuzz_regressions.rs.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+TIERS="${RELIABILITY_TIERS:-miri fuzz tsan}"
+NIGHTLY="${KAEL_NIGHTLY:-nightly}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+
+# Strict provenance: no integer-to-pointer casts (the core has none), so
+# Miri can check every pointer. Extra flags can come from $MIRIFLAGS.
+export MIRIFLAGS="-Zmiri-strict-provenance ${MIRIFLAGS:-}"
+# Miri cannot run libm's inline-asm sqrt/fma: use its portable versions.
+SOFT_FLOATS="libm/force-soft-floats"
+# kael-tests integration tests run under Miri (the others are slow there:
+# gradcheck, matmul and reduce sweep many shapes through the interpreter).
+MIRI_TESTS=(smoke fuzz_regressions bad_input_matrix concurrency fault_injection index)
+
+declare -A STATUS=()
+declare -A NOTE=()
+started=$SECONDS
+failed=0
+
+banner() {
+    echo
+    echo "=================================================================="
+    echo "== reliability: $*"
+    echo "=================================================================="
+}
+
+# run NAME CMD...: echoes and runs a command, output also appended to $LOG.
+LOG="$(mktemp)"
+trap 'rm -f "$LOG"' EXIT
+run() {
+    echo "\$ $*"
+    "$@" 2>&1 | tee -a "$LOG"
+    return "${PIPESTATUS[0]}"
+}
+
+skip() {
+    STATUS[$1]="skipped"
+    NOTE[$1]="$2"
+    echo "SKIPPED $1: $2"
+}
+
+wants() { [[ " $TIERS " == *" $1 "* ]]; }
+
+# ---------------------------------------------------------------- set-up
+
+nightly_ok=0
+if ! command -v rustup >/dev/null 2>&1; then
+    nightly_reason="rustup is not installed, so no nightly toolchain can be installed"
+elif rustup run "$NIGHTLY" rustc --version >/dev/null 2>&1; then
+    nightly_ok=1
+else
+    echo "installing the $NIGHTLY toolchain (minimal profile, with miri and rust-src)"
+    # Asking for the components up front lets rustup pick the newest nightly
+    # that has them (miri is missing from some nightlies).
+    if rustup toolchain install "$NIGHTLY" --profile minimal --component miri,rust-src ||
+        rustup toolchain install "$NIGHTLY" --profile minimal; then
+        nightly_ok=1
+    else
+        nightly_reason="'rustup toolchain install $NIGHTLY' failed (offline?)"
+    fi
+fi
+
+# component NAME: installs a nightly component; fails quietly.
+component() {
+    if rustup "+$NIGHTLY" component list --installed 2>/dev/null | grep -q "^$1"; then
+        return 0
+    fi
+    echo "installing nightly component: $1"
+    rustup "+$NIGHTLY" component add "$1"
+}
+
+if ((nightly_ok)); then
+    echo "toolchain: $(rustc "+$NIGHTLY" --version)"
+    HOST="$(rustc "+$NIGHTLY" -vV | sed -n 's/^host: //p')"
+fi
+
+# ------------------------------------------------------------------ miri
+
+miri_tier() {
+    banner "miri"
+    if ! ((nightly_ok)); then
+        skip miri "$nightly_reason"
+        return
+    fi
+    if ! component miri || ! component rust-src; then
+        skip miri "the miri/rust-src components cannot be installed for $NIGHTLY"
+        return
+    fi
+    local t0=$SECONDS
+    run cargo "+$NIGHTLY" miri setup || { skip miri "cargo miri setup failed"; return; }
+    local ok=1
+    # Rc mode. The ArenaAllocator tests take `Box::leak`ed buffers (the
+    # arena API wants `&'static mut [u8]`, as firmware passes a static), so
+    # they run separately with Miri's leak check off; everything else keeps it.
+    run cargo "+$NIGHTLY" miri test -p kael-core --lib --features "$SOFT_FLOATS" \
+        -- --skip allocator::arena || ok=0
+    MIRIFLAGS="$MIRIFLAGS -Zmiri-ignore-leaks" \
+        run cargo "+$NIGHTLY" miri test -p kael-core --lib --features "$SOFT_FLOATS" \
+        allocator::arena || ok=0
+    # sync (Arc) mode.
+    run cargo "+$NIGHTLY" miri test -p kael-core --lib --features "sync,$SOFT_FLOATS" \
+        -- --skip allocator::arena || ok=0
+    # Integration tests (kael-tests builds kael-core with sync, via kael-host).
+    local args=()
+    for t in "${MIRI_TESTS[@]}"; do args+=(--test "$t"); done
+    run cargo "+$NIGHTLY" miri test -p kael-tests -p kael-core --features "$SOFT_FLOATS" \
+        "${args[@]}" || ok=0
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]}"
+    if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
+}
+
+# ------------------------------------------------------------------ fuzz
+
+fuzz_tier() {
+    banner "fuzz (${FUZZ_SECONDS}s per target)"
+    if ! ((nightly_ok)); then
+        skip fuzz "$nightly_reason"
+        return
+    fi
+    if ! cargo "+$NIGHTLY" fuzz --version >/dev/null 2>&1; then
+        echo "installing cargo-fuzz"
+        if ! cargo install cargo-fuzz --locked; then
+            skip fuzz "'cargo install cargo-fuzz' failed (offline?)"
+            return
+        fi
+    fi
+    local t0=$SECONDS
+    local ok=1 notes=()
+    # fuzz/ is its own workspace with its own target dir (fuzz/target).
+    (cd fuzz && run cargo "+$NIGHTLY" fuzz build) || { STATUS[fuzz]="FAILED"; failed=1; return; }
+    for target in $(cd fuzz && cargo "+$NIGHTLY" fuzz list); do
+        # New inputs go to a working corpus under fuzz/target (not committed);
+        # the committed seeds in fuzz/corpus/<target> are only read.
+        local work="fuzz/target/corpus-work/$target"
+        mkdir -p "$work"
+        local flog
+        flog="$(mktemp)"
+        echo "\$ cargo +$NIGHTLY fuzz run $target (${FUZZ_SECONDS}s)"
+        local rc=0
+        (cd fuzz && cargo "+$NIGHTLY" fuzz run "$target" "../$work" "corpus/$target" -- \
+            -max_total_time="$FUZZ_SECONDS" -timeout=20 -print_final_stats=1) >"$flog" 2>&1 || rc=$?
+        # The final stats line: "#N DONE cov: C ft: F corp: ..."
+        local done_line execs
+        done_line="$(grep -E '^#[0-9]+[[:space:]]+DONE' "$flog" | tail -1 || true)"
+        execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$flog" | tail -1)"
+        if ((rc != 0)); then
+            ok=0
+            tail -60 "$flog"
+            echo "FUZZ FAILURE in target '$target' (exit $rc); the input is in fuzz/artifacts/$target/"
+            notes+=("$target: FAILED")
+        else
+            local cov ft
+            cov="$(sed -E 's/.* cov: ([0-9]+).*/\1/' <<<"$done_line")"
+            ft="$(sed -E 's/.* ft: ([0-9]+).*/\1/' <<<"$done_line")"
+            echo "$target: ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}"
+            notes+=("$target: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}")
+        fi
+        cat "$flog" >>"$LOG"
+        rm -f "$flog"
+    done
+    NOTE[fuzz]="$((SECONDS - t0))s: $(printf '%s; ' "${notes[@]}")"
+    if ((ok)); then STATUS[fuzz]="ok"; else STATUS[fuzz]="FAILED"; failed=1; fi
+}
+
+# ------------------------------------------------------------------ tsan
+
+tsan_tier() {
+    banner "tsan"
+    if ! ((nightly_ok)); then
+        skip tsan "$nightly_reason"
+        return
+    fi
+    case "$HOST" in
+        x86_64-unknown-linux-gnu | aarch64-unknown-linux-gnu | x86_64-apple-darwin | aarch64-apple-darwin) ;;
+        *)
+            skip tsan "ThreadSanitizer is not supported on $HOST"
+            return
+            ;;
+    esac
+    if ! component rust-src; then
+        skip tsan "the rust-src component (for -Zbuild-std) cannot be installed"
+        return
+    fi
+    local t0=$SECONDS
+    # std is rebuilt with the sanitizer (-Zbuild-std); a separate target dir
+    # keeps these RUSTFLAGS from invalidating the normal build.
+    if RUSTFLAGS="-Zsanitizer=thread" RUSTDOCFLAGS="-Zsanitizer=thread" \
+        TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" \
+        CARGO_TARGET_DIR="$TARGET_DIR/tsan" \
+        run cargo "+$NIGHTLY" test -Zbuild-std --target "$HOST" -p kael-tests --test concurrency; then
+        STATUS[tsan]="ok"
+    else
+        STATUS[tsan]="FAILED"
+        failed=1
+    fi
+    NOTE[tsan]="$((SECONDS - t0))s: kael-tests/concurrency"
+}
+
+for tier in miri fuzz tsan; do
+    if wants "$tier"; then
+        "${tier}_tier"
+    fi
+done
+
+# --------------------------------------------------------------- summary
+
+echo
+echo "=================================================================="
+echo "reliability summary ($((SECONDS - started))s)"
+for tier in miri fuzz tsan; do
+    if wants "$tier"; then
+        printf '  %-5s %-8s %s\n' "$tier" "${STATUS[$tier]:-?}" "${NOTE[$tier]:-}"
+    fi
+done
+read -r passed tfailed < <(
+    grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$LOG" |
+        awk '{p += $4; f += $6} END {print p + 0, f + 0}'
+)
+echo "tests under miri/tsan: $passed passed, $tfailed failed"
+exit "$failed"
