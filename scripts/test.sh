@@ -116,6 +116,10 @@ tier "training demo, quick" cargo run --release -p kael-host --bin kael-train --
 # Firmware: installs qemu-system-arm (Debian) and llvm-tools if missing,
 # builds every example for Cortex-M4F/M0 and runs each under QEMU.
 tier "firmware under QEMU" bash scripts/firmware.sh
+# Miri (Rc and sync), libFuzzer targets (FUZZ_SECONDS each, default 60) and
+# ThreadSanitizer on the concurrency tests; installs nightly components and
+# cargo-fuzz itself, and skips a tier (saying why) when they cannot be had.
+tier "reliability: Miri, fuzzing, ThreadSanitizer" bash scripts/reliability.sh
 
 # --------------------------------------------------------------- summary
 

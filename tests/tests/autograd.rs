@@ -336,9 +336,9 @@ test_device!(saved_tensors_are_freed_after_backward, |dev: &Device| {
     let x = leaf(&[1.0, 2.0], &[2], dev);
     let c = Tensor::from_slice(&[3.0f32, 4.0], &[2], dev)?;
     let y = x.mul(&c)?.sum_all()?;
-    assert_eq!(c.handle_count(), 2); // ours + MulBackward's saved copy
+    assert_eq!(c.storage_ref_count(), 2); // ours + MulBackward's saved alias
     y.backward()?;
-    assert_eq!(c.handle_count(), 1);
+    assert_eq!(c.storage_ref_count(), 1);
     Ok(())
 });
 
@@ -353,7 +353,7 @@ test_device!(saved_tensors_are_kept_with_retain_graph, |dev: &Device| {
             ..Default::default()
         },
     )?;
-    assert_eq!(c.handle_count(), 2);
+    assert_eq!(c.storage_ref_count(), 2);
     Ok(())
 });
 
