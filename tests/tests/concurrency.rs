@@ -363,10 +363,13 @@ fn threads_sharing_one_arena_allocator_get_right_results_and_return_every_byte()
     let res = run_threads(n, move |i| {
         let mut total = 0.0f32;
         for _ in 0..iters(100) {
-            let a = Tensor::full(&[8, 8], (i + 1) as f64, DType::F32, &d).unwrap();
-            // An arena this small may be momentarily full: OutOfMemory is
-            // an answer, never a corrupted block.
-            match a.matmul(&a).and_then(|p| p.sum_all()) {
+            // An arena this small (16 block slots) may be momentarily full,
+            // for the input as well as the product: OutOfMemory is an
+            // answer, never a corrupted block.
+            let r = Tensor::full(&[8, 8], (i + 1) as f64, DType::F32, &d)
+                .and_then(|a| a.matmul(&a))
+                .and_then(|p| p.sum_all());
+            match r {
                 Ok(s) => total = s.item::<f32>().unwrap(),
                 Err(Error::OutOfMemory { .. }) => {}
                 Err(e) => panic!("{e}"),
