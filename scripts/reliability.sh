@@ -138,6 +138,39 @@ miri_tier() {
 
 # ------------------------------------------------------------------ fuzz
 
+# fuzz_one DIR TARGET: runs one target for FUZZ_SECONDS; appends to `notes`.
+fuzz_one() {
+    local dir="$1" target="$2"
+    # New inputs go to a working corpus under DIR/target (not committed);
+    # the committed seeds in DIR/corpus/<target> are only read.
+    local work="$dir/target/corpus-work/$target"
+    mkdir -p "$work"
+    local flog
+    flog="$(mktemp)"
+    echo "\$ (cd $dir && cargo +$NIGHTLY fuzz run $target) (${FUZZ_SECONDS}s)"
+    local rc=0
+    (cd "$dir" && cargo "+$NIGHTLY" fuzz run --fuzz-dir "$ROOT/$dir" "$target" "../$work" "corpus/$target" -- \
+        -max_total_time="$FUZZ_SECONDS" -timeout=20 -print_final_stats=1) >"$flog" 2>&1 || rc=$?
+    # The final stats line: "#N DONE cov: C ft: F corp: ..."
+    local done_line execs
+    done_line="$(grep -E '^#[0-9]+[[:space:]]+DONE' "$flog" | tail -1 || true)"
+    execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$flog" | tail -1)"
+    cat "$flog" >>"$LOG"
+    if ((rc != 0)); then
+        tail -60 "$flog"
+        rm -f "$flog"
+        echo "FUZZ FAILURE in target '$target' (exit $rc); the input is in $dir/artifacts/$target/"
+        notes+=("$target: FAILED")
+        return 1
+    fi
+    rm -f "$flog"
+    local cov ft
+    cov="$(sed -E 's/.* cov: ([0-9]+).*/\1/' <<<"$done_line")"
+    ft="$(sed -E 's/.* ft: ([0-9]+).*/\1/' <<<"$done_line")"
+    echo "$target: ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}"
+    notes+=("$target: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}")
+}
+
 fuzz_tier() {
     banner "fuzz (${FUZZ_SECONDS}s per target)"
     if ! ((nightly_ok)); then
@@ -153,37 +186,15 @@ fuzz_tier() {
     fi
     local t0=$SECONDS
     local ok=1 notes=()
-    # fuzz/ is its own workspace with its own target dir (fuzz/target).
-    (cd fuzz && run cargo "+$NIGHTLY" fuzz build) || { STATUS[fuzz]="FAILED"; failed=1; return; }
-    for target in $(cd fuzz && cargo "+$NIGHTLY" fuzz list); do
-        # New inputs go to a working corpus under fuzz/target (not committed);
-        # the committed seeds in fuzz/corpus/<target> are only read.
-        local work="fuzz/target/corpus-work/$target"
-        mkdir -p "$work"
-        local flog
-        flog="$(mktemp)"
-        echo "\$ cargo +$NIGHTLY fuzz run $target (${FUZZ_SECONDS}s)"
-        local rc=0
-        (cd fuzz && cargo "+$NIGHTLY" fuzz run "$target" "../$work" "corpus/$target" -- \
-            -max_total_time="$FUZZ_SECONDS" -timeout=20 -print_final_stats=1) >"$flog" 2>&1 || rc=$?
-        # The final stats line: "#N DONE cov: C ft: F corp: ..."
-        local done_line execs
-        done_line="$(grep -E '^#[0-9]+[[:space:]]+DONE' "$flog" | tail -1 || true)"
-        execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$flog" | tail -1)"
-        if ((rc != 0)); then
-            ok=0
-            tail -60 "$flog"
-            echo "FUZZ FAILURE in target '$target' (exit $rc); the input is in fuzz/artifacts/$target/"
-            notes+=("$target: FAILED")
-        else
-            local cov ft
-            cov="$(sed -E 's/.* cov: ([0-9]+).*/\1/' <<<"$done_line")"
-            ft="$(sed -E 's/.* ft: ([0-9]+).*/\1/' <<<"$done_line")"
-            echo "$target: ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}"
-            notes+=("$target: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}")
-        fi
-        cat "$flog" >>"$LOG"
-        rm -f "$flog"
+    # fuzz/ (kael-core targets, Rc mode) and fuzz-host/ (kael-host targets)
+    # are separate cargo-fuzz projects, each its own workspace with its own
+    # target dir (<dir>/target).
+    local dir
+    for dir in fuzz fuzz-host; do
+        (cd "$dir" && run cargo "+$NIGHTLY" fuzz build --fuzz-dir "$ROOT/$dir") || { STATUS[fuzz]="FAILED"; failed=1; return; }
+        for target in $(cd "$dir" && cargo "+$NIGHTLY" fuzz list --fuzz-dir "$ROOT/$dir"); do
+            fuzz_one "$dir" "$target" || ok=0
+        done
     done
     NOTE[fuzz]="$((SECONDS - t0))s: $(printf '%s; ' "${notes[@]}")"
     if ((ok)); then STATUS[fuzz]="ok"; else STATUS[fuzz]="FAILED"; failed=1; fi
