@@ -41,9 +41,9 @@ fn run(data: &[u8]) {
     assert_eq!(loaded.len(), reference.len(), "tensor count");
     for entry in loaded.tensors() {
         let t = entry.tensor();
-        let want = reference
-            .tensor(entry.name())
-            .unwrap_or_else(|e| panic!("tensor {:?} missing from the reference: {e}", entry.name()));
+        let want = reference.tensor(entry.name()).unwrap_or_else(|e| {
+            panic!("tensor {:?} missing from the reference: {e}", entry.name())
+        });
         assert_eq!(t.shape(), want.shape(), "shape of {:?}", entry.name());
         assert_eq!(
             dtype_name(t.dtype()),
