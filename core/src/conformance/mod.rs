@@ -16,20 +16,30 @@
 //! ([`Error::Unsupported`](crate::Error::Unsupported) included: a backend
 //! must pass everything). Bad index values must be refused on both.
 //!
-//! For kernel developers: implement [`Backend`](crate::Backend) (its
-//! defaults return `Unsupported`, so start small), wrap it in a `Device`,
-//! run the suite, print the report.
+//! For kernel developers: implement [`Backend`](crate::Backend) (every
+//! kernel defaults to `Unsupported`, so start from a few, or delegate to
+//! the reference and replace kernels one at a time), wrap it in a
+//! `Device`, run the suite, print the report.
 //!
 //! ```
-//! use kael_core::{conformance, cpu::CpuBackend, shared::Shared, Device};
-//! use kael_core::allocator::GlobalAllocator;
+//! use kael_core::backend::{Backend, Dst, Src, UnaryOp};
+//! use kael_core::{allocator::*, conformance, cpu::CpuBackend, shared::Shared};
+//! use kael_core::{Device, DeviceKind, Result, Storage};
 //!
-//! // Your backend here; the reference one stands in for it.
-//! let backend = CpuBackend::new(Shared::new(GlobalAllocator::new()));
-//! let device = Device::from_backend(Shared::new(backend));
-//! let report = conformance::run(&device);
-//! assert!(report.is_ok(), "{report}"); // a table of every failing check
-//! assert!(report.checks > 1000);
+//! struct Mine(CpuBackend); // host memory; only copies and `unary` so far
+//! impl Backend for Mine {
+//!     fn kind(&self) -> DeviceKind { DeviceKind::Custom("mine") }
+//!     fn is_host_memory(&self) -> bool { true }
+//!     fn allocator(&self) -> Shared<dyn Allocator> { self.0.allocator() }
+//!     fn write_bytes(&self, d: &Storage, at: usize, s: &[u8]) -> Result<()> { self.0.write_bytes(d, at, s) }
+//!     fn read_bytes(&self, s: &Storage, at: usize, d: &mut [u8]) -> Result<()> { self.0.read_bytes(s, at, d) }
+//!     fn unary(&self, op: UnaryOp, s: Src<'_>, d: Dst<'_>) -> Result<()> { self.0.unary(op, s, d) } // your kernel
+//! }
+//! let cpu = CpuBackend::new(Shared::new(GlobalAllocator::new()));
+//! let report = conformance::run(&Device::from_backend(Shared::new(Mine(cpu))));
+//! println!("{report}"); // counts per family, then a table: op, case, max abs err, detail
+//! assert!(report.failures.iter().any(|f| f.op == "matmul" && f.detail.contains("unsupported")));
+//! assert!(report.op_count("exp").checks > 0);
 //! ```
 //!
 //! The families can be run one at a time, and for chosen dtypes:
@@ -52,6 +62,7 @@ mod index;
 mod matmul;
 mod reduce;
 mod report;
+mod views;
 
 pub use report::{Failure, OpCount, Report};
 
@@ -68,6 +79,12 @@ pub enum Family {
     Cast,
     /// `deep_clone`, `contiguous`, `copy_`, `fill_`, `zero_`.
     Copy,
+    /// View ops (`narrow`, `permute`, `unfold`, `diagonal`, `as_strided`,
+    /// ...) read through the copy and elementwise kernels.
+    Views,
+    /// Constructors that run kernels on the device (`zeros`, `full`,
+    /// `eye`, `arange`, `rand`, `randn`).
+    Create,
     /// `add_`, `sub_`, `mul_`, `div_`, `clamp_` (in place, through views).
     InPlace,
     /// Sums, means, products, extremes, arg-extremes, softmax, logsumexp.
@@ -84,10 +101,12 @@ pub enum Family {
 
 impl Family {
     /// Every family, in the order the suite runs them.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 11] = [
         Family::Elementwise,
         Family::Cast,
         Family::Copy,
+        Family::Views,
+        Family::Create,
         Family::InPlace,
         Family::Reduce,
         Family::Matmul,
@@ -102,6 +121,8 @@ impl Family {
             Family::Elementwise => "elementwise",
             Family::Cast => "cast",
             Family::Copy => "copy",
+            Family::Views => "views",
+            Family::Create => "create",
             Family::InPlace => "in-place",
             Family::Reduce => "reduce",
             Family::Matmul => "matmul",
@@ -175,6 +196,8 @@ pub fn run_with(device: &Device, opts: &Options) -> Report {
                 Family::Elementwise => elementwise::run(&mut c),
                 Family::Cast => copy::casts(&mut c),
                 Family::Copy => copy::copies(&mut c),
+                Family::Views => views::views(&mut c),
+                Family::Create => views::constructors(&mut c),
                 Family::InPlace => copy::in_place(&mut c),
                 Family::Reduce => reduce::run(&mut c),
                 Family::Matmul => matmul::run(&mut c),

@@ -138,6 +138,11 @@ impl fmt::Display for Report {
         if self.failures.is_empty() {
             return Ok(());
         }
+        write!(f, "failed ops (failed/checks):")?;
+        for (op, c) in self.ops.iter().filter(|(_, c)| c.failures > 0) {
+            write!(f, " {op} {}/{},", c.failures, c.checks)?;
+        }
+        writeln!(f)?;
         let listed = &self.failures[..self.failures.len().min(MAX_LISTED)];
         let w_op = listed.iter().map(|x| x.op.len()).max().unwrap_or(2).max(2);
         let w_case = listed
