@@ -155,6 +155,8 @@ enum Fault {
     AddIgnoresRhsStrides,
     /// `gather` is not implemented.
     NoGather,
+    /// `sigmoid` is right, but then zeroes its source.
+    SigmoidClobbersInput,
 }
 
 /// The reference backend with one fault.
@@ -201,6 +203,9 @@ impl Backend for Broken {
                 add: 0.01,
             };
             self.inner.unary(shift, dst, dst)?;
+        }
+        if self.fault == Fault::SigmoidClobbersInput && op == UnaryOp::Sigmoid {
+            self.inner.fill(src, 0.0)?;
         }
         Ok(())
     }
@@ -334,4 +339,21 @@ fn an_unsupported_gather_fails_every_gather_check() {
         assert!(f.detail.contains("unsupported"), "{f:?}");
     }
     assert_eq!(report.op_count("matmul").failures, 0);
+}
+
+#[test]
+fn a_kernel_writing_into_its_source_fails_on_its_inputs() {
+    let report = conformance::run(&broken(Fault::SigmoidClobbersInput));
+    let (forward, backward) = failed(&report);
+    assert_eq!(forward, set(&["sigmoid"]), "\n{report}");
+    // silu's backward formula takes sigmoid(x) of its saved input
+    assert_eq!(backward, set(&["sigmoid", "silu"]), "\n{report}");
+    for f in report.failures.iter().filter(|f| f.op == "sigmoid") {
+        // the outputs are right; the input was changed
+        assert!(f.detail.starts_with("input 0 after the op"), "{f:?}");
+    }
+    // every case with an element (all layouts but zero-size): four float
+    // dtypes forward, f32 and f64 backward
+    let sigmoid = report.op_count("sigmoid");
+    assert_eq!(sigmoid.failures, 6 * 4 + 6 * 2, "\n{report}");
 }

@@ -129,7 +129,14 @@ impl<'a> Checker<'a> {
             return self.error(op, case, d);
         }
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            if let Some(m) = compare(i, g, w, k) {
+            if let Some(m) = compare(&alloc::format!("output {i}"), g, w, k) {
+                return self.fail(op, case, m);
+            }
+        }
+        // the inputs too: an op must not write into its sources (and an
+        // in-place op changes its destination on both sides alike)
+        for (i, (g, w)) in dev_inputs.iter().zip(&inputs).enumerate() {
+            if let Some(m) = compare(&alloc::format!("input {i} after the op"), g, w, k) {
                 return self.fail(op, case, m);
             }
         }

@@ -55,8 +55,8 @@ pub(crate) struct Mismatch {
     pub detail: String,
 }
 
-/// Compares output `index` of a check: `None` when within `tol`.
-pub(crate) fn compare(index: usize, got: &Tensor, want: &Tensor, k: usize) -> Option<Mismatch> {
+/// Compares `what` (`"output 0"`) of a check: `None` when within tolerance.
+pub(crate) fn compare(what: &str, got: &Tensor, want: &Tensor, k: usize) -> Option<Mismatch> {
     let out = |detail: String| {
         Some(Mismatch {
             max_abs_err: f64::NAN,
@@ -65,7 +65,7 @@ pub(crate) fn compare(index: usize, got: &Tensor, want: &Tensor, k: usize) -> Op
     };
     if got.shape() != want.shape() || got.dtype() != want.dtype() {
         return out(alloc::format!(
-            "output {index}: {:?} {:?}, want {:?} {:?}",
+            "{what}: {:?} {:?}, want {:?} {:?}",
             got.dtype(),
             got.shape(),
             want.dtype(),
@@ -75,17 +75,13 @@ pub(crate) fn compare(index: usize, got: &Tensor, want: &Tensor, k: usize) -> Op
     let g = match values(got) {
         Ok(v) => v,
         Err(e) => {
-            return out(alloc::format!(
-                "output {index}: reading it back failed: {e}"
-            ));
+            return out(alloc::format!("{what}: reading it back failed: {e}"));
         }
     };
     let w = match values(want) {
         Ok(v) => v,
         Err(e) => {
-            return out(alloc::format!(
-                "output {index}: reading the reference failed: {e}"
-            ));
+            return out(alloc::format!("{what}: reading the reference failed: {e}"));
         }
     };
     let tol = tolerance(want.dtype(), k);
@@ -106,7 +102,7 @@ pub(crate) fn compare(index: usize, got: &Tensor, want: &Tensor, k: usize) -> Op
     first_bad.map(|i| Mismatch {
         max_abs_err: max_err,
         detail: alloc::format!(
-            "output {index}, element {i} (of {}): got {}, want {} (tol {tol:.1e})",
+            "{what}, element {i} (of {}): got {}, want {} (tol {tol:.1e})",
             w.len(),
             g[i],
             w[i]

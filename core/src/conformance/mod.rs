@@ -7,8 +7,10 @@
 //! set of `cases.rs`: contiguous, transposed, sliced with step 2, broadcast
 //! with stride 0, zero-size, rank 0, rank 8), runs the op, brings the
 //! results back with `to_device(&Device::cpu())`, and compares them with
-//! dtype-appropriate tolerances (`compare.rs`). Differentiable ops are also
-//! checked backward: the gradients of the inputs must agree too.
+//! dtype-appropriate tolerances (`compare.rs`). The inputs are compared
+//! afterwards too (a kernel must not write into its sources; an in-place op
+//! must write exactly its view). Differentiable ops are also checked
+//! backward: the gradients of the inputs must agree too.
 //!
 //! An op the reference refuses (a dtype it does not define, a reduction
 //! over an empty dim) is *skipped*. Anything the device gets wrong is a
