@@ -147,9 +147,9 @@ impl Family {
 pub struct Options {
     /// The families to run.
     pub families: Vec<Family>,
-    /// The dtypes to check; a check runs when every dtype it involves is
-    /// listed (f32 covers every op; the others cover what the reference
-    /// defines for them).
+    /// The dtypes to check: a check runs when the dtypes of its data are
+    /// listed (index tensors and `where_cond`'s condition aside). f32
+    /// covers every op; the others cover what the reference defines for them.
     pub dtypes: Vec<DType>,
     /// Seed of the input generator.
     pub seed: u64,

@@ -117,8 +117,10 @@ impl Report {
     }
 }
 
-/// At most this many failures are listed in the table.
+/// At most this many failures are listed in the table ...
 const MAX_LISTED: usize = 200;
+/// ... and at most this many per op.
+const PER_OP: usize = 3;
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -139,11 +141,22 @@ impl fmt::Display for Report {
             return Ok(());
         }
         write!(f, "failed ops (failed/checks):")?;
-        for (op, c) in self.ops.iter().filter(|(_, c)| c.failures > 0) {
-            write!(f, " {op} {}/{},", c.failures, c.checks)?;
+        let failing = self.ops.iter().filter(|(_, c)| c.failures > 0);
+        for (i, (op, c)) in failing.enumerate() {
+            let sep = if i % 8 == 7 { "\n   " } else { "" };
+            write!(f, " {op} {}/{}{sep}", c.failures, c.checks)?;
         }
         writeln!(f)?;
-        let listed = &self.failures[..self.failures.len().min(MAX_LISTED)];
+        // the first few failures of each op, in the order they ran
+        let mut shown: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut listed: Vec<&Failure> = Vec::new();
+        for x in &self.failures {
+            let n = shown.entry(x.op).or_default();
+            if *n < PER_OP && listed.len() < MAX_LISTED {
+                *n += 1;
+                listed.push(x);
+            }
+        }
         let w_op = listed.iter().map(|x| x.op.len()).max().unwrap_or(2).max(2);
         let w_case = listed
             .iter()
@@ -156,7 +169,7 @@ impl fmt::Display for Report {
             "{:<w_op$}  {:<w_case$}  {:>11}  detail",
             "op", "case", "max abs err"
         )?;
-        for x in listed {
+        for x in &listed {
             let err = if x.max_abs_err.is_nan() {
                 String::from("-")
             } else {
@@ -169,7 +182,11 @@ impl fmt::Display for Report {
             )?;
         }
         if self.failures.len() > listed.len() {
-            writeln!(f, "... and {} more", self.failures.len() - listed.len())?;
+            writeln!(
+                f,
+                "(the first {PER_OP} failures of each op; {} more not shown)",
+                self.failures.len() - listed.len()
+            )?;
         }
         Ok(())
     }
