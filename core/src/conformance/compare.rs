@@ -109,3 +109,59 @@ pub(crate) fn compare(what: &str, got: &Tensor, want: &Tensor, k: usize) -> Opti
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Element;
+
+    fn t<T: Element>(v: &[T]) -> Tensor {
+        Tensor::from_slice(v, &[v.len()], &Device::cpu()).unwrap()
+    }
+
+    #[test]
+    fn equal_nans_and_equal_infinities_pass() {
+        let a = t(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1.0]);
+        assert!(compare("output 0", &a, &a.deep_clone().unwrap(), 1).is_none());
+    }
+
+    #[test]
+    fn a_nan_where_the_reference_has_a_number_fails_with_infinite_error() {
+        let m = compare("output 0", &t(&[1.0f32, f32::NAN]), &t(&[1.0f32, 2.0]), 1).unwrap();
+        assert_eq!(m.max_abs_err, f64::INFINITY);
+        assert!(m.detail.starts_with("output 0, element 1"), "{}", m.detail);
+        // and the other way round: the bound is NaN, which must not pass
+        assert!(compare("output 0", &t(&[2.0f32]), &t(&[f32::NAN]), 1).is_some());
+    }
+
+    #[test]
+    fn f32_passes_within_its_tolerance_times_k_and_fails_beyond() {
+        // want 3: bound = 1e-5 * k * (1 + 3)
+        let want = t(&[3.0f64]);
+        let within = t(&[3.0 + 3.9e-5]);
+        let beyond = t(&[3.0 + 4.1e-5]);
+        let (w32, in32, b32) = (
+            want.to_dtype(DType::F32).unwrap(),
+            within.to_dtype(DType::F32).unwrap(),
+            beyond.to_dtype(DType::F32).unwrap(),
+        );
+        assert!(compare("o", &in32, &w32, 1).is_none());
+        assert!(compare("o", &b32, &w32, 1).is_some());
+        assert!(compare("o", &b32, &w32, 2).is_none());
+    }
+
+    #[test]
+    fn integers_and_bools_compare_exactly() {
+        assert!(compare("o", &t(&[5i64, 7]), &t(&[5i64, 8]), 1000).is_some());
+        assert!(compare("o", &t(&[true]), &t(&[false]), 1).is_some());
+        assert!(compare("o", &t(&[5i32]), &t(&[5i32]), 1).is_none());
+    }
+
+    #[test]
+    fn another_shape_or_dtype_is_a_mismatch() {
+        let m = compare("output 2", &t(&[1.0f32, 2.0]), &t(&[1.0f32]), 1).unwrap();
+        assert!(m.max_abs_err.is_nan());
+        assert!(m.detail.starts_with("output 2: F32 [2]"), "{}", m.detail);
+        assert!(compare("o", &t(&[1.0f64]), &t(&[1.0f32]), 1).is_some());
+    }
+}
