@@ -167,6 +167,10 @@ impl Default for Options {
 
 /// Runs the whole suite on `device` against the reference CPU backend.
 ///
+/// Devices are identified by kind, so a device of kind
+/// [`DeviceKind::Cpu`](crate::DeviceKind::Cpu) is the reference itself: the
+/// suite then runs the reference against itself (useful to check the suite).
+///
 /// ```
 /// let report = kael_core::conformance::run(&kael_core::Device::cpu());
 /// assert!(report.is_ok(), "{report}");
