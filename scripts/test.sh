@@ -87,19 +87,20 @@ tier() {
 tier "format" cargo fmt --all --check
 tier "clippy, workspace (kael-core in sync mode)" \
     cargo clippy --workspace --all-targets -- -D warnings
-tier "clippy, kael-core Rc mode" \
-    cargo clippy -p kael-core --all-targets -- -D warnings
+tier "clippy, kael-core Rc mode (and the conformance suite)" \
+    cargo clippy -p kael-core --features conformance --all-targets -- -D warnings
 tier "clippy, kael-core sync mode" \
     cargo clippy -p kael-core --features sync --all-targets -- -D warnings
 tier "tests, workspace" cargo test --workspace
-tier "tests, kael-core Rc mode" cargo test -p kael-core
+tier "tests, kael-core Rc mode (and the conformance suite's doctests)" \
+    cargo test -p kael-core --features conformance
 tier "tests, kael-core sync (Arc) mode" cargo test -p kael-core --features sync
 tier "build, thumbv6m-none-eabi (Rc mode)" \
     cargo build -p kael-core --target thumbv6m-none-eabi
 tier "build, thumbv7em-none-eabihf (Rc mode)" \
     cargo build -p kael-core --target thumbv7em-none-eabihf
-tier "build, thumbv7em-none-eabihf (sync mode)" \
-    cargo build -p kael-core --target thumbv7em-none-eabihf --features sync
+tier "build, thumbv7em-none-eabihf (sync mode, conformance suite)" \
+    cargo build -p kael-core --target thumbv7em-none-eabihf --features sync,conformance
 tier "check, defmt on thumbv7em-none-eabihf" \
     cargo check -p kael-core --features defmt --target thumbv7em-none-eabihf
 tier "clippy, with the cuda feature" \

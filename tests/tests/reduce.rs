@@ -532,6 +532,21 @@ test_device!(
     }
 );
 
+test_device!(
+    logsumexp_over_an_empty_dim_stays_in_the_graph,
+    |dev: &Device| {
+        // PyTorch: torch.logsumexp(torch.zeros(2, 0, requires_grad=True), 1)
+        // is [-inf, -inf] with a grad_fn; backward gives an empty [2, 0] grad.
+        let z = Tensor::zeros(&[2, 0], DType::F32, dev)?.requires_grad_(true)?;
+        let l = z.logsumexp(1, false)?;
+        assert_eq!(l.to_vec::<f32>()?, vec![f32::NEG_INFINITY; 2]);
+        assert!(l.requires_grad());
+        l.sum_all()?.backward()?;
+        assert_eq!(z.grad().map(|g| g.shape().to_vec()), Some(vec![2, 0]));
+        Ok(())
+    }
+);
+
 // ----------------------------------------------------------- bad inputs
 
 /// Runs `$f` on `$t`, asserts it fails with a message containing `$hint`,

@@ -548,8 +548,11 @@ impl Tensor {
         self.dtype().require_float(op)?;
         let dims = resolve_dims(op, &[dim], self.rank())?;
         if dims.iter().any(|&d| self.shape()[d] == 0) {
-            let (_, out_shape) = reduced_shapes(self.shape(), &dims, keepdim)?;
-            return Tensor::full(&out_shape, f64::NEG_INFINITY, self.dtype(), &self.device());
+            // log(0) = -inf, as the empty sum (0) plus -inf: through `sum`, so
+            // the result stays in the graph (its gradient is empty, as in PyTorch)
+            return self
+                .sum_impl(op, &[dim], keepdim)?
+                .add_scalar(f64::NEG_INFINITY);
         }
         // m = max, replaced by 0 where infinite (so inf - inf never appears)
         let m = self.run_reduce(ReduceOp::Max, &dims, true, self.dtype())?;
