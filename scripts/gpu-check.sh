@@ -20,8 +20,10 @@
 #
 # Binaries are release builds without debug info, stripped (a few MiB each;
 # `build` prints the total, which must stay under the device tool's 64 MiB).
-# Extra kael-tests features (e.g. the conformance suite's) can be added with
-# KAEL_GPU_CHECK_FEATURES="cuda conformance".
+# The conformance suite runs on CUDA twice: `conformance_suite_passes_on_cuda`
+# in tests/cuda.rs, and tests/conformance.rs over every device of the run
+# (kael-tests always builds kael-core with `conformance`). Extra kael-tests
+# features can be added with KAEL_GPU_CHECK_FEATURES="cuda ...".
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
