@@ -366,11 +366,10 @@ impl Tensor {
     /// ```
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.check_element::<T>("to_vec")?;
-        let t = if self.device().is_host_memory() {
-            self.clone()
-        } else {
-            self.to_device(&Device::cpu())?
-        };
+        if !self.device().is_host_memory() {
+            return self.to_vec_via_backend();
+        }
+        let t = self.clone();
         let mut out = Vec::new();
         out.try_reserve_exact(t.numel())
             .map_err(|_| Error::OutOfMemory {
@@ -384,6 +383,38 @@ impl Tensor {
                 .for_each_offset(|o| out.push(T::from_repr(data[o])));
             Ok(())
         })?;
+        Ok(out)
+    }
+
+    /// [`to_vec`](Self::to_vec) for a device whose memory the CPU cannot
+    /// read: a contiguous copy on that device, read through its backend.
+    /// (Not through `to_device(&Device::cpu())`: naming `Device::cpu()` here
+    /// would link every reference kernel into firmware that runs a smaller
+    /// `CpuBackend`; NOTE [Kernel selection] in `cpu::select`.)
+    fn to_vec_via_backend<T: Element>(&self) -> Result<Vec<T>> {
+        let src = self.contiguous()?;
+        let size = src.element_size();
+        let nbytes = src.numel() * size;
+        let mut host = Vec::new();
+        host.try_reserve_exact(nbytes)
+            .map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        host.resize(nbytes, 0u8);
+        src.device()
+            .backend()
+            .read_bytes(&src.storage(), src.offset() * size, &mut host)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(src.numel())
+            .map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        out.extend(
+            host.chunks_exact(size)
+                .map(|c| T::from_repr(bytemuck::pod_read_unaligned(c))),
+        );
         Ok(out)
     }
 
