@@ -51,7 +51,7 @@ use crate::storage::Storage;
 /// let x = Tensor::from_slice(&[1.0f32, -2.0], &[1, 2], &dev)?;
 /// assert_eq!(x.relu()?.to_vec::<f32>()?, vec![1.0, 0.0]);
 /// // f64 was left out: an error that says how to enable it, not a panic.
-/// let e = Tensor::zeros(&[2], DType::F64, &dev).unwrap_err();
+/// let e = x.to_dtype(DType::F64).unwrap_err();
 /// assert!(matches!(e, Error::UnsupportedDType { dtype: DType::F64, .. }));
 /// // so was sin
 /// assert!(matches!(x.sin().unwrap_err(), Error::Unsupported { op: "sin", .. }));

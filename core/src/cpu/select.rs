@@ -289,3 +289,7 @@ macro_rules! dispatch_in {
         }
     };
 }
+
+#[cfg(test)]
+#[path = "select_tests.rs"]
+mod tests;
