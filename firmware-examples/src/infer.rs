@@ -76,4 +76,3 @@ pub fn run(name: &str, dev: &Device) -> Result<bool, Error> {
     );
     Ok(all_ok)
 }
-

@@ -157,6 +157,16 @@ pub fn cast_in<const DTYPES: u16>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
     if src.dtype == dst.dtype {
         return copy_strided_in::<DTYPES>(src, dst);
     }
+    if DTYPES.count_ones() <= 1 {
+        // Two different dtypes cannot both be in the set: no conversion
+        // code to link (NOTE [Kernel selection]).
+        let missing = if dtypes::contains(DTYPES, src.dtype) {
+            dst.dtype
+        } else {
+            src.dtype
+        };
+        return Err(crate::cpu::select::not_enabled("to_dtype", missing));
+    }
     let to_bool = dst.dtype == DType::Bool;
     dispatch_in!(DTYPES, "to_dtype", src.dtype, S => dispatch_in!(DTYPES, "to_dtype", dst.dtype, D => {
         map1::<S, D>("to_dtype", src, dst, |x| {

@@ -269,9 +269,12 @@ macro_rules! dispatch_in {
             }
             $crate::DType::I64 => $crate::dispatch_in!(@arm $set, $op, I64, $T = i64, $body),
             $crate::DType::I32 => $crate::dispatch_in!(@arm $set, $op, I32, $T = i32, $body),
-            // One arm for both, so that their kernels are one instantiation.
+            // One arm for both, so that their kernels are one instantiation;
+            // the first test is a constant, so a set with neither compiles it out.
             d @ ($crate::DType::U8 | $crate::DType::Bool) => {
-                if $crate::cpu::dtypes::contains($set, d) {
+                if $set & ($crate::cpu::dtypes::U8 | $crate::cpu::dtypes::BOOL) != 0
+                    && $crate::cpu::dtypes::contains($set, d)
+                {
                     type $T = u8;
                     $body
                 } else {

@@ -42,8 +42,16 @@ fn refuses_the_rest(dev: &Device) -> bool {
     };
     hprintln!(
         "to_dtype(F64): {}; exp: {}",
-        if f64_refused { "refused" } else { "NOT REFUSED" },
-        if exp_refused { "refused" } else { "NOT REFUSED" }
+        if f64_refused {
+            "refused"
+        } else {
+            "NOT REFUSED"
+        },
+        if exp_refused {
+            "refused"
+        } else {
+            "NOT REFUSED"
+        }
     );
     f64_refused && exp_refused
 }
