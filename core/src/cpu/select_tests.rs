@@ -249,3 +249,14 @@ fn f32_accumulating_sum_is_compensated() {
         "{got} vs {exact}"
     );
 }
+
+#[test]
+fn randn_and_rand_work_on_an_f32_only_backend_with_the_reference_values() {
+    let dev = f32_only();
+    let a = Tensor::randn(&[3, 5], DType::F32, &dev, &mut Rng::new(11)).unwrap();
+    let b = Tensor::randn(&[3, 5], DType::F32, &Device::cpu(), &mut Rng::new(11)).unwrap();
+    assert_eq!(bits(&a), bits(&b));
+    let a = Tensor::rand(&[7], DType::F32, &dev, &mut Rng::new(2)).unwrap();
+    let b = Tensor::rand(&[7], DType::F32, &Device::cpu(), &mut Rng::new(2)).unwrap();
+    assert_eq!(bits(&a), bits(&b));
+}

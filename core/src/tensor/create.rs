@@ -343,11 +343,22 @@ impl Tensor {
             available: None,
         })?;
         v.extend((0..numel).map(|_| f()));
-        let t = Tensor::from_slice(&v, shape, device)?;
-        if dtype == DType::F64 {
-            Ok(t)
-        } else {
-            t.to_dtype(dtype)
+        match dtype {
+            DType::F64 => Tensor::from_slice(&v, shape, device),
+            // Rounded on the host (as the cast kernel rounds), so a backend
+            // built without f64 (NOTE [Kernel selection]) can still make
+            // f32 random tensors.
+            DType::F32 => {
+                let mut v32: Vec<f32> = Vec::new();
+                v32.try_reserve_exact(numel)
+                    .map_err(|_| Error::OutOfMemory {
+                        requested: numel * 4,
+                        available: None,
+                    })?;
+                v32.extend(v.iter().map(|&x| x as f32));
+                Tensor::from_slice(&v32, shape, device)
+            }
+            _ => Tensor::from_slice(&v, shape, device)?.to_dtype(dtype),
         }
     }
 
