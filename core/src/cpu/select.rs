@@ -13,9 +13,11 @@
 //! referenced and never linked. The defaults select everything, and
 //! [`Device::cpu`](crate::Device::cpu) uses them.
 //!
-//! A refused dtype is [`Error::UnsupportedDType`]; a refused op is
-//! [`Error::Unsupported`]. Neither panics, and both messages say how to
-//! enable what is missing.
+//! A refused dtype is [`Error::UnsupportedDType`], whose message says to
+//! add the dtype's bit to `DTYPES` or use `Device::cpu()`; a refused op is
+//! [`Error::Unsupported`] naming the op, whose message says to use a device
+//! that implements it (e.g. `Device::cpu()`; or add its [`ops`] bit).
+//! Neither panics.
 
 use crate::dtype::DType;
 use crate::error::Error;
