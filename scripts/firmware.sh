@@ -10,11 +10,11 @@
 # Debian's qemu-system-arm (without recommends; needs root).
 #
 # Builds (release: opt-level "z", fat LTO, one codegen unit), one per mode:
-#   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_train arena   (mps2-an386, Cortex-M4F)
+#   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_infer_small mlp_train arena   (mps2-an386, Cortex-M4F)
 #   thumbv7em-none-eabihf, sync (Arc)  mlp_infer arena
-#   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer                   (microbit, Cortex-M0)
+#   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer mlp_infer_small mlp_train   (microbit, Cortex-M0)
 #   thumbv7em-none-eabihf, defmt       defmt_infer
-# (mlp_train and arena do not fit the micro:bit's 256 KiB of flash; see
+# (arena does not fit the micro:bit's 256 KiB of flash; see
 # firmware-examples/README.md.)
 #
 # defmt_infer's log frames are decoded with defmt-print when it is installed
@@ -104,12 +104,12 @@ build() {
     echo "built $* ($((SECONDS - t0))s)"
 }
 
-build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_train arena
+build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena
 build "M4F sync" thumbv7em-none-eabihf target/sync z "--features sync" mlp_infer arena
-build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer
+build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer mlp_infer_small mlp_train
 build "M4F defmt" thumbv7em-none-eabihf target/defmt z "--features defmt" defmt_infer
 if [[ "${KAEL_FIRMWARE_OPT_S:-}" == 1 ]]; then
-    build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_train arena
+    build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_infer_small mlp_train arena
 fi
 
 # ----------------------------------------------------------------- runs
@@ -156,7 +156,7 @@ peak() {
 }
 
 step "sizes (bytes; flash = .vector_table+.text+.rodata+.data, RAM = .data+.bss incl. heap/arena buffers; stack extra)"
-printf '%-10s %-12s %8s %8s %8s %8s %9s %10s %10s\n' \
+printf '%-10s %-16s %8s %8s %8s %8s %9s %10s %10s\n' \
     mode example .text .rodata flash RAM "heap+arena" "heap peak" "arena/tensor peak"
 for run in "${RUNS[@]}"; do
     label="${run%%|*}"
@@ -170,43 +170,55 @@ for run in "${RUNS[@]}"; do
     tensor="$(peak arena "$log")"
     [[ "$tensor" == - ]] && tensor="$(peak "tensor memory" "$log")"
     [[ "$tensor" == - ]] && tensor="$(grep -oE 'peak: [0-9]+' "$log" | head -1 | grep -oE '[0-9]+$' || echo -)"
-    printf '%-10s %-12s %8s %8s %8s %8s %9s %10s %10s\n' \
+    printf '%-10s %-16s %8s %8s %8s %8s %9s %10s %10s\n' \
         "$label" "$name" "$text" "$rodata" "$flash" "$ram" "$(buffers "$elf")" \
         "$(peak heap "$log")" "$tensor"
 done
 
 base="$(sections target/thumbv7em-none-eabihf/release/baseline .vector_table .text .rodata .data)"
-infer_elf=target/thumbv7em-none-eabihf/release/mlp_infer
-infer="$(sections "$infer_elf" .vector_table .text .rodata .data)"
-step "what fills mlp_infer's flash (M4F, Rc mode, opt-level z)"
-echo "mlp_infer $infer B - baseline (runtime, semihosting, heap, panic handler) $base B = $((infer - base)) B for kael-core + the model"
-echo "(TensorFlow Lite Micro's published framework size: about 10 KB on a Cortex-M3)"
-"$LLVM_NM" -C -S --size-sort --radix=d "$infer_elf" | awk -v flash="$infer" '
-    $3 ~ /^[tTrR]$/ {
-        size = $2 + 0
-        name = $0
-        sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name)
-        if (name ~ /CpuBackend/ || name ~ /kael_core(::|\.\.)cpu/) k = "kael-core CPU kernels (every Backend method, every dtype)"
-        else if (name ~ /kael_core/) k = "kael-core tensor, autograd, layout, storage, errors"
-        else if (name ~ /^libm/) k = "libm (float math of the unary kernels, f32 and f64)"
-        else if (name ~ /compiler_builtins|__aeabi/) k = "compiler_builtins (soft-float f64, memcpy/memset)"
-        else if (name ~ /half/) k = "half (f16/bf16 conversions)"
-        else if (name ~ /MLP_BLOB/) k = "the model file (weights, inputs, expected outputs)"
-        else if (name ~ /kael_firmware_examples|mlp_infer/) k = "the example and its support code"
-        else if (name ~ /core::|core\.\.|alloc|^<char>/) k = "core/alloc (fmt, panics, collections)"
-        else if (name ~ /^OUTLINED_FUNCTION/) k = "machine-outlined code (shared instruction runs, mostly kernels)"
-        else if (name ~ /^\.L/) k = "anonymous constants (strings, tables)"
-        else k = "other (vector table, runtime, allocator)"
-        by[k] += size
-        total += size
-    }
-    END {
-        by["not attributed to a symbol (padding, unnamed data)"] = flash - total
-        for (k in by) printf "%8d B  %5.1f%%  %s\n", by[k], 100 * by[k] / flash, k
-    }' | sort -rn
-echo "largest symbols:"
-"$LLVM_NM" -C -S --size-sort --radix=d "$infer_elf" | awk '$3 ~ /^[tTrR]$/' | tail -8 |
-    awk '{ n = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", n); printf "%8d B  %s\n", $2, substr(n, 1, 110) }' | sort -rn
+
+# What fills one ELF's flash, by symbol group (llvm-nm sizes; the rest is
+# .rodata without a symbol: strings, panic locations, tables).
+breakdown() {
+    local elf="$1" flash
+    flash="$(sections "$elf" .vector_table .text .rodata .data)"
+    echo "$(basename "$elf") $flash B - baseline (runtime, semihosting, heap, panic handler) $base B = $((flash - base)) B for kael-core + the model + the example"
+    "$LLVM_NM" -C -S --size-sort --radix=d "$elf" | awk -v flash="$flash" '
+        $3 ~ /^[tTrR]$/ {
+            size = $2 + 0
+            name = $0
+            sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name)
+            if (name ~ /CpuBackend/ || name ~ /kael_core(::|\.\.)cpu/) k = "kael-core CPU kernels"
+            else if (name ~ /kael_core(::|\.\.)tensor/) k = "kael-core tensor front end (checks, broadcasting, views, op records)"
+            else if (name ~ /kael_core(::|\.\.)autograd/) k = "kael-core autograd (graph nodes, rules)"
+            else if (name ~ /kael_core/) k = "kael-core layout, shape, storage, allocator, errors"
+            else if (name ~ /^libm/) k = "libm (float math of the unary kernels)"
+            else if (name ~ /compiler_builtins|__aeabi/) k = "compiler_builtins (soft-float f64, 64-bit division, memcpy/memset)"
+            else if (name ~ /half/) k = "half (f16/bf16 conversions)"
+            else if (name ~ /MLP_BLOB/) k = "the model file (weights, inputs, expected outputs)"
+            else if (name ~ /kael_firmware_examples|mlp_infer/) k = "the example and its support code (printing, checks)"
+            else if (name ~ /core::|core\.\.|alloc|^<char>|^<&/) k = "core/alloc (fmt, panics, collections)"
+            else if (name ~ /^OUTLINED_FUNCTION/) k = "machine-outlined code (shared instruction runs)"
+            else if (name ~ /^\.L/) k = "anonymous constants (strings, tables)"
+            else k = "other (vector table, runtime, allocator)"
+            by[k] += size
+            total += size
+        }
+        END {
+            by["not attributed to a symbol (strings, panic locations, padding)"] = flash - total
+            for (k in by) printf "%8d B  %5.1f%%  %s\n", by[k], 100 * by[k] / flash, k
+        }' | sort -rn
+    echo "largest symbols:"
+    "$LLVM_NM" -C -S --size-sort --radix=d "$elf" | awk '$3 ~ /^[tTrR]$/' | tail -8 |
+        awk '{ n = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", n); printf "%8d B  %s\n", $2, substr(n, 1, 110) }' | sort -rn
+}
+
+step "what fills the inference examples' flash (M4F, Rc mode, opt-level z)"
+echo "(TensorFlow Lite Micro's published framework size: about 10 KB on a Cortex-M3, without op kernels)"
+for b in mlp_infer mlp_infer_small; do
+    echo
+    breakdown "target/thumbv7em-none-eabihf/release/$b"
+done
 
 # -------------------------------------------------------------- verdict
 

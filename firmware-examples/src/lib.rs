@@ -15,6 +15,7 @@ use kael_core::shared::Shared;
 use kael_core::{DType, Device, Error, Layout, Storage, Tensor};
 
 pub mod heap;
+pub mod infer;
 
 /// Ends the program: QEMU exits with status 0 when `ok`, 1 otherwise.
 pub fn exit(ok: bool) -> ! {

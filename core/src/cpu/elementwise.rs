@@ -4,7 +4,9 @@
 //! tensor layer has broadcast the sources to that shape (stride 0).
 
 use crate::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
-use crate::dispatch;
+use crate::cpu::select::{dtypes, ops};
+use crate::device::DeviceKind;
+use crate::dispatch_in;
 use crate::dtype::{DType, Float, Scalar};
 use crate::error::{Error, Result};
 use crate::layout::walk;
@@ -125,7 +127,16 @@ pub fn map2<T: Scalar, U: Scalar>(
 /// # Errors
 /// Storage access conflicts.
 pub fn copy_strided(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-    dispatch!(dst.dtype, T => map1_same::<T>("copy", src, dst, |x| x))
+    copy_strided_in::<{ dtypes::ALL }>(src, dst)
+}
+
+/// [`copy_strided`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES`; storage access
+/// conflicts.
+pub fn copy_strided_in<const DTYPES: u16>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    dispatch_in!(DTYPES, "copy", dst.dtype, T => map1_same::<T>("copy", src, dst, |x| x))
 }
 
 /// `dst = src as dst.dtype` (float to int truncates toward zero and
@@ -134,11 +145,30 @@ pub fn copy_strided(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
 /// # Errors
 /// Storage access conflicts.
 pub fn cast(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    cast_in::<{ dtypes::ALL }>(src, dst)
+}
+
+/// [`cast`] between the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// [`Error::UnsupportedDType`] when either dtype is outside `DTYPES`;
+/// storage access conflicts.
+pub fn cast_in<const DTYPES: u16>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
     if src.dtype == dst.dtype {
-        return copy_strided(src, dst);
+        return copy_strided_in::<DTYPES>(src, dst);
+    }
+    if DTYPES.count_ones() <= 1 {
+        // Two different dtypes cannot both be in the set: no conversion
+        // code to link (NOTE [Kernel selection]).
+        let missing = if dtypes::contains(DTYPES, src.dtype) {
+            dst.dtype
+        } else {
+            src.dtype
+        };
+        return Err(crate::cpu::select::not_enabled("to_dtype", missing));
     }
     let to_bool = dst.dtype == DType::Bool;
-    dispatch!(src.dtype, S => dispatch!(dst.dtype, D => {
+    dispatch_in!(DTYPES, "to_dtype", src.dtype, S => dispatch_in!(DTYPES, "to_dtype", dst.dtype, D => {
         map1::<S, D>("to_dtype", src, dst, |x| {
             let v = x.to_f64();
             if to_bool { D::from_f64(if v != 0.0 { 1.0 } else { 0.0 }) } else { D::from_f64(v) }
@@ -151,12 +181,21 @@ pub fn cast(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
 /// # Errors
 /// Storage access conflicts.
 pub fn fill(dst: Dst<'_>, value: f64) -> Result<()> {
+    fill_in::<{ dtypes::ALL }>(dst, value)
+}
+
+/// [`fill`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES`; storage access
+/// conflicts.
+pub fn fill_in<const DTYPES: u16>(dst: Dst<'_>, value: f64) -> Result<()> {
     let v = if dst.dtype == DType::Bool {
         if value != 0.0 { 1.0 } else { 0.0 }
     } else {
         value
     };
-    dispatch!(dst.dtype, T => {
+    dispatch_in!(DTYPES, "fill", dst.dtype, T => {
         let x = T::from_f64(v);
         let mut gd = dst.storage.write("fill")?;
         let d = typed_mut::<T>(gd.bytes_mut())?;
@@ -197,41 +236,49 @@ fn gelu_tanh64(x: f64) -> f64 {
     0.5 * x * (1.0 + libm::tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
 }
 
-fn float_unary<T: Float>(op: UnaryOp) -> impl Fn(T) -> T {
+/// The float function of `op`. Arms for ops outside `OPS` are constant
+/// false and compile out (NOTE [Kernel selection]); callers refuse those
+/// ops first, so the fallback arm is never taken.
+fn float_unary<T: Float, const OPS: u64>(op: UnaryOp) -> impl Fn(T) -> T {
     move |x: T| match op {
-        UnaryOp::Neg => x.neg(),
-        UnaryOp::Abs => x.abs(),
-        UnaryOp::Exp => x.map_f(libm::expf, libm::exp),
-        UnaryOp::Log => x.map_f(libm::logf, libm::log),
-        UnaryOp::Sqrt => x.map_f(libm::sqrtf, libm::sqrt),
-        UnaryOp::Sqr => x.mul(x),
-        UnaryOp::Recip => T::ONE.div(x),
-        UnaryOp::Tanh => x.map_f(libm::tanhf, libm::tanh),
-        UnaryOp::Sigmoid => x.map_f(sigmoid32, sigmoid64),
-        UnaryOp::Relu => {
+        UnaryOp::Neg if OPS & ops::NEG != 0 => x.neg(),
+        UnaryOp::Abs if OPS & ops::ABS != 0 => x.abs(),
+        UnaryOp::Exp if OPS & ops::EXP != 0 => x.map_f(libm::expf, libm::exp),
+        UnaryOp::Log if OPS & ops::LOG != 0 => x.map_f(libm::logf, libm::log),
+        UnaryOp::Sqrt if OPS & ops::SQRT != 0 => x.map_f(libm::sqrtf, libm::sqrt),
+        UnaryOp::Sqr if OPS & ops::SQR != 0 => x.mul(x),
+        UnaryOp::Recip if OPS & ops::RECIP != 0 => T::ONE.div(x),
+        UnaryOp::Tanh if OPS & ops::TANH != 0 => x.map_f(libm::tanhf, libm::tanh),
+        UnaryOp::Sigmoid if OPS & ops::SIGMOID != 0 => x.map_f(sigmoid32, sigmoid64),
+        UnaryOp::Relu if OPS & ops::RELU != 0 => {
             if x > T::ZERO || x.is_nan() {
                 x
             } else {
                 T::ZERO
             }
         }
-        UnaryOp::Gelu => x.map_f(gelu32, gelu64),
-        UnaryOp::GeluTanh => x.map_f(gelu_tanh32, gelu_tanh64),
-        UnaryOp::Silu => x.map_f(|v| v * sigmoid32(v), |v| v * sigmoid64(v)),
-        UnaryOp::Sin => x.map_f(libm::sinf, libm::sin),
-        UnaryOp::Cos => x.map_f(libm::cosf, libm::cos),
-        UnaryOp::Powf(p) => T::from_f64(libm::pow(x.to_f64(), p)),
-        UnaryOp::Clamp(lo, hi) => clamp(x, lo, hi),
-        UnaryOp::Affine { mul, add } => T::from_f64(x.to_f64() * mul + add),
-        UnaryOp::Step => {
+        UnaryOp::Gelu if OPS & ops::GELU != 0 => x.map_f(gelu32, gelu64),
+        UnaryOp::GeluTanh if OPS & ops::GELU_TANH != 0 => x.map_f(gelu_tanh32, gelu_tanh64),
+        UnaryOp::Silu if OPS & ops::SILU != 0 => {
+            x.map_f(|v| v * sigmoid32(v), |v| v * sigmoid64(v))
+        }
+        UnaryOp::Sin if OPS & ops::SIN != 0 => x.map_f(libm::sinf, libm::sin),
+        UnaryOp::Cos if OPS & ops::COS != 0 => x.map_f(libm::cosf, libm::cos),
+        UnaryOp::Powf(p) if OPS & ops::POWF != 0 => T::from_f64(libm::pow(x.to_f64(), p)),
+        UnaryOp::Clamp(lo, hi) if OPS & ops::CLAMP != 0 => clamp(x, lo, hi),
+        UnaryOp::Affine { mul, add } if OPS & ops::AFFINE != 0 => {
+            T::from_f64(x.to_f64() * mul + add)
+        }
+        UnaryOp::Step if OPS & ops::STEP != 0 => {
             if x > T::ZERO {
                 T::ONE
             } else {
                 T::ZERO
             }
         }
-        UnaryOp::Sign => sign(x),
-        UnaryOp::Erf => x.map_f(libm::erff, libm::erf),
+        UnaryOp::Sign if OPS & ops::SIGN != 0 => sign(x),
+        UnaryOp::Erf if OPS & ops::ERF != 0 => x.map_f(libm::erff, libm::erf),
+        _ => x,
     }
 }
 
@@ -302,46 +349,90 @@ fn int_unary<T: Scalar>(op: UnaryOp) -> Result<impl Fn(T) -> T> {
 /// # Errors
 /// [`Error::UnsupportedDType`] for a float-only op on an integer dtype.
 pub fn unary(op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    unary_in::<{ dtypes::ALL }, { ops::ALL }>(op, src, dst)
+}
+
+/// The error for an op outside a backend's `OPS` set.
+pub(crate) fn op_not_enabled(op: &'static str) -> Error {
+    Error::Unsupported {
+        op,
+        device: DeviceKind::Cpu,
+    }
+}
+
+/// [`unary`] for the dtypes in `DTYPES` and the ops in `OPS` only (NOTE
+/// [Kernel selection]).
+///
+/// # Errors
+/// [`Error::Unsupported`] for an op outside `OPS`,
+/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES` or a float-only
+/// op on an integer dtype.
+pub fn unary_in<const DTYPES: u16, const OPS: u64>(
+    op: UnaryOp,
+    src: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
     let name = op.name();
+    if !ops::has_unary(OPS, op) {
+        return Err(op_not_enabled(name));
+    }
     match dst.dtype {
-        DType::F32 => map1_same::<f32>(name, src, dst, float_unary(op)),
-        DType::F64 => map1_same::<f64>(name, src, dst, float_unary(op)),
-        DType::F16 => map1_same::<half::f16>(name, src, dst, float_unary(op)),
-        DType::BF16 => map1_same::<half::bf16>(name, src, dst, float_unary(op)),
-        DType::I64 => map1_same::<i64>(name, src, dst, int_unary(op)?),
-        DType::I32 => map1_same::<i32>(name, src, dst, int_unary(op)?),
-        DType::U8 => map1_same::<u8>(name, src, dst, int_unary(op)?),
+        DType::F32 if dtypes::contains(DTYPES, DType::F32) => {
+            map1_same::<f32>(name, src, dst, float_unary::<_, OPS>(op))
+        }
+        DType::F64 if dtypes::contains(DTYPES, DType::F64) => {
+            map1_same::<f64>(name, src, dst, float_unary::<_, OPS>(op))
+        }
+        DType::F16 if dtypes::contains(DTYPES, DType::F16) => {
+            map1_same::<half::f16>(name, src, dst, float_unary::<_, OPS>(op))
+        }
+        DType::BF16 if dtypes::contains(DTYPES, DType::BF16) => {
+            map1_same::<half::bf16>(name, src, dst, float_unary::<_, OPS>(op))
+        }
+        DType::I64 if dtypes::contains(DTYPES, DType::I64) => {
+            map1_same::<i64>(name, src, dst, int_unary(op)?)
+        }
+        DType::I32 if dtypes::contains(DTYPES, DType::I32) => {
+            map1_same::<i32>(name, src, dst, int_unary(op)?)
+        }
+        DType::U8 if dtypes::contains(DTYPES, DType::U8) => {
+            map1_same::<u8>(name, src, dst, int_unary(op)?)
+        }
         DType::Bool => Err(Error::UnsupportedDType {
             op: name,
             dtype: DType::Bool,
             supported: "numeric dtypes",
         }),
+        d => Err(crate::cpu::select::not_enabled(name, d)),
     }
 }
 
 // ----------------------------------------------------------------- binary
 
-fn binary_fn<T: Scalar>(op: BinaryOp) -> impl Fn(T, T) -> T {
+/// The function of `op`; arms for ops outside `OPS` compile out (NOTE
+/// [Kernel selection]), and callers refuse those ops first.
+fn binary_fn<T: Scalar, const OPS: u64>(op: BinaryOp) -> impl Fn(T, T) -> T {
     move |a: T, b: T| match op {
-        BinaryOp::Add => a.add(b),
-        BinaryOp::Sub => a.sub(b),
-        BinaryOp::Mul => a.mul(b),
-        BinaryOp::Div => a.div(b),
-        BinaryOp::Maximum => {
+        BinaryOp::Add if OPS & ops::ADD != 0 => a.add(b),
+        BinaryOp::Sub if OPS & ops::SUB != 0 => a.sub(b),
+        BinaryOp::Mul if OPS & ops::MUL != 0 => a.mul(b),
+        BinaryOp::Div if OPS & ops::DIV != 0 => a.div(b),
+        BinaryOp::Maximum if OPS & ops::MAXIMUM != 0 => {
             if a.is_nan() || a > b {
                 a
             } else {
                 b
             }
         }
-        BinaryOp::Minimum => {
+        BinaryOp::Minimum if OPS & ops::MINIMUM != 0 => {
             if a.is_nan() || a < b {
                 a
             } else {
                 b
             }
         }
-        BinaryOp::Pow => T::from_f64(libm::pow(a.to_f64(), b.to_f64())),
+        BinaryOp::Pow if OPS & ops::POW != 0 => T::from_f64(libm::pow(a.to_f64(), b.to_f64())),
+        _ => a,
     }
 }
 
@@ -350,6 +441,25 @@ fn binary_fn<T: Scalar>(op: BinaryOp) -> impl Fn(T, T) -> T {
 /// # Errors
 /// [`Error::UnsupportedDType`] for `div`/`pow` on integers or anything on bool.
 pub fn binary(op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    binary_in::<{ dtypes::ALL }, { ops::ALL }>(op, lhs, rhs, dst)
+}
+
+/// [`binary`] for the dtypes in `DTYPES` and the ops in `OPS` only (NOTE
+/// [Kernel selection]).
+///
+/// # Errors
+/// [`Error::Unsupported`] for an op outside `OPS`,
+/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES`, `div`/`pow` on
+/// integers or anything on bool.
+pub fn binary_in<const DTYPES: u16, const OPS: u64>(
+    op: BinaryOp,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    if !ops::has_binary(OPS, op) {
+        return Err(op_not_enabled(op.name()));
+    }
     let dt = dst.dtype;
     if dt == DType::Bool || (dt.is_int() && matches!(op, BinaryOp::Div | BinaryOp::Pow)) {
         return Err(Error::UnsupportedDType {
@@ -358,7 +468,9 @@ pub fn binary(op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<
             supported: "f32, f64, f16, bf16",
         });
     }
-    dispatch!(dt, T => map2_same::<T>(op.name(), lhs, rhs, dst, binary_fn::<T>(op)))
+    dispatch_in!(DTYPES, op.name(), dt, T => {
+        map2_same::<T>(op.name(), lhs, rhs, dst, binary_fn::<T, OPS>(op))
+    })
 }
 
 /// `dst (bool) = lhs cmp rhs`.
@@ -366,7 +478,22 @@ pub fn binary(op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<
 /// # Errors
 /// Storage access conflicts.
 pub fn compare(op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-    dispatch!(lhs.dtype, T => map2::<T, u8>("compare", lhs, rhs, dst, move |a, b| {
+    compare_in::<{ dtypes::ALL }>(op, lhs, rhs, dst)
+}
+
+/// [`compare`] for operands with a dtype in `DTYPES` only (NOTE [Kernel
+/// selection]).
+///
+/// # Errors
+/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES`; storage access
+/// conflicts.
+pub fn compare_in<const DTYPES: u16>(
+    op: CmpOp,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    dispatch_in!(DTYPES, "compare", lhs.dtype, T => map2::<T, u8>("compare", lhs, rhs, dst, move |a, b| {
         let r = match op {
             CmpOp::Eq => a == b,
             CmpOp::Ne => a != b,
@@ -384,8 +511,23 @@ pub fn compare(op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()
 /// # Errors
 /// Storage access conflicts.
 pub fn where_cond(cond: Src<'_>, t: Src<'_>, f: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    where_cond_in::<{ dtypes::ALL }>(cond, t, f, dst)
+}
+
+/// [`where_cond`] for a destination dtype in `DTYPES` only (NOTE [Kernel
+/// selection]).
+///
+/// # Errors
+/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES`; storage access
+/// conflicts.
+pub fn where_cond_in<const DTYPES: u16>(
+    cond: Src<'_>,
+    t: Src<'_>,
+    f: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
     no_alias("where", &[&cond, &t, &f], &dst)?;
-    dispatch!(dst.dtype, T => {
+    dispatch_in!(DTYPES, "where", dst.dtype, T => {
         let gc = cond.storage.read("where")?;
         let gt = t.storage.read("where")?;
         let gf = f.storage.read("where")?;

@@ -10,7 +10,8 @@
 //! what they need to index storage safely.
 
 use crate::backend::{Dst, Src};
-use crate::dispatch;
+use crate::cpu::select::dtypes;
+use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, walk};
@@ -183,6 +184,20 @@ fn require_numeric(op: &'static str, dtype: DType) -> Result<()> {
 /// [`Error::IndexOutOfRange`] for a bad index (nothing written); shape,
 /// dtype and aliasing errors for arguments the tensor layer would refuse.
 pub fn index_select(src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    index_select_in::<{ dtypes::ALL }>(src, dim, indices, dst)
+}
+
+/// [`index_select`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// As [`index_select`], and [`Error::UnsupportedDType`] for a dtype outside
+/// `DTYPES`.
+pub fn index_select_in<const DTYPES: u16>(
+    src: Src<'_>,
+    dim: usize,
+    indices: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
     const OP: &str = "index_select";
     same_dtype(OP, &src, &dst)?;
     check_dim(OP, dim, src.layout)?;
@@ -193,7 +208,7 @@ pub fn index_select(src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) ->
         return Err(shape_err(OP, &want, dst.layout.shape()));
     }
     no_alias(OP, &[&src], &dst)?;
-    dispatch!(dst.dtype, T => {
+    dispatch_in!(DTYPES, OP, dst.dtype, T => {
         let gs = src.storage.read(OP)?;
         let mut gd = dst.storage.write(OP)?;
         let s = typed::<T>(gs.bytes())?;
@@ -214,6 +229,20 @@ pub fn index_select(src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) ->
 /// [`Error::IndexOutOfRange`] for a bad index (nothing written); shape,
 /// dtype and aliasing errors for arguments the tensor layer would refuse.
 pub fn gather(src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    gather_in::<{ dtypes::ALL }>(src, dim, index, dst)
+}
+
+/// [`gather`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// As [`gather`], and [`Error::UnsupportedDType`] for a dtype outside
+/// `DTYPES`.
+pub fn gather_in<const DTYPES: u16>(
+    src: Src<'_>,
+    dim: usize,
+    index: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
     const OP: &str = "gather";
     same_dtype(OP, &src, &dst)?;
     check_dim(OP, dim, src.layout)?;
@@ -228,7 +257,7 @@ pub fn gather(src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<
     no_alias(OP, &[&src, &index], &dst)?;
     let base = restricted(src.layout, ishape, Some(dim))?;
     let step = src.layout.strides()[dim];
-    dispatch!(dst.dtype, T => {
+    dispatch_in!(DTYPES, OP, dst.dtype, T => {
         let gi = index.storage.read(OP)?;
         let ix = Indices::of(OP, index.dtype, &gi)?;
         let gs = src.storage.read(OP)?;
@@ -251,6 +280,20 @@ pub fn gather(src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<
 /// shape, dtype and aliasing errors for arguments the tensor layer would
 /// refuse.
 pub fn index_add(dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
+    index_add_in::<{ dtypes::ALL }>(dst, dim, indices, src)
+}
+
+/// [`index_add`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// As [`index_add`], and [`Error::UnsupportedDType`] for a dtype outside
+/// `DTYPES`.
+pub fn index_add_in<const DTYPES: u16>(
+    dst: Dst<'_>,
+    dim: usize,
+    indices: Src<'_>,
+    src: Src<'_>,
+) -> Result<()> {
     const OP: &str = "index_add";
     require_numeric(OP, dst.dtype)?;
     same_dtype(OP, &src, &dst)?;
@@ -262,7 +305,7 @@ pub fn index_add(dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Re
         return Err(shape_err(OP, &want, src.layout.shape()));
     }
     no_alias(OP, &[&src, &indices], &dst)?;
-    dispatch!(dst.dtype, T => {
+    dispatch_in!(DTYPES, OP, dst.dtype, T => {
         let gs = src.storage.read(OP)?;
         let mut gd = dst.storage.write(OP)?;
         let s = typed::<T>(gs.bytes())?;
@@ -285,6 +328,20 @@ pub fn index_add(dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Re
 /// shape, dtype and aliasing errors for arguments the tensor layer would
 /// refuse.
 pub fn scatter_add(dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
+    scatter_add_in::<{ dtypes::ALL }>(dst, dim, index, src)
+}
+
+/// [`scatter_add`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// As [`scatter_add`], and [`Error::UnsupportedDType`] for a dtype outside
+/// `DTYPES`.
+pub fn scatter_add_in<const DTYPES: u16>(
+    dst: Dst<'_>,
+    dim: usize,
+    index: Src<'_>,
+    src: Src<'_>,
+) -> Result<()> {
     const OP: &str = "scatter_add";
     require_numeric(OP, dst.dtype)?;
     same_dtype(OP, &src, &dst)?;
@@ -301,7 +358,7 @@ pub fn scatter_add(dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Re
     let from = restricted(src.layout, ishape, None)?;
     let base = restricted(dst.layout, ishape, Some(dim))?;
     let step = dst.layout.strides()[dim];
-    dispatch!(dst.dtype, T => {
+    dispatch_in!(DTYPES, OP, dst.dtype, T => {
         let gi = index.storage.read(OP)?;
         let ix = Indices::of(OP, index.dtype, &gi)?;
         let gs = src.storage.read(OP)?;

@@ -25,6 +25,8 @@
 //! [`Error::OutOfMemory`] with `dst` untouched.
 
 use crate::backend::{Dst, Src};
+use crate::cpu::select::dtypes;
+use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, walk};
@@ -139,6 +141,15 @@ mat_elem_half!(f16, bf16);
 /// not form a matrix product or a destination aliasing a source, storage
 /// access conflicts.
 pub fn matmul(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    matmul_in::<{ dtypes::ALL }>(lhs, rhs, dst)
+}
+
+/// [`matmul`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+///
+/// # Errors
+/// As [`matmul`], and [`Error::UnsupportedDType`] for a dtype outside
+/// `DTYPES`.
+pub fn matmul_in<const DTYPES: u16>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
     if lhs.dtype != dst.dtype || rhs.dtype != dst.dtype {
         return Err(Error::DTypeMismatch {
             op: "matmul",
@@ -158,13 +169,27 @@ pub fn matmul(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
         });
     }
     match dst.dtype {
-        DType::F32 => gemm::<f32>(lhs, rhs, dst, &dims),
-        DType::F64 => gemm::<f64>(lhs, rhs, dst, &dims),
-        DType::F16 => gemm::<f16>(lhs, rhs, dst, &dims),
-        DType::BF16 => gemm::<bf16>(lhs, rhs, dst, &dims),
-        DType::I64 => gemm::<i64>(lhs, rhs, dst, &dims),
-        DType::I32 => gemm::<i32>(lhs, rhs, dst, &dims),
-        DType::U8 => gemm::<u8>(lhs, rhs, dst, &dims),
+        DType::F32 => {
+            dispatch_in!(@arm DTYPES, "matmul", F32, T = f32, gemm::<T>(lhs, rhs, dst, &dims))
+        }
+        DType::F64 => {
+            dispatch_in!(@arm DTYPES, "matmul", F64, T = f64, gemm::<T>(lhs, rhs, dst, &dims))
+        }
+        DType::F16 => {
+            dispatch_in!(@arm DTYPES, "matmul", F16, T = f16, gemm::<T>(lhs, rhs, dst, &dims))
+        }
+        DType::BF16 => {
+            dispatch_in!(@arm DTYPES, "matmul", BF16, T = bf16, gemm::<T>(lhs, rhs, dst, &dims))
+        }
+        DType::I64 => {
+            dispatch_in!(@arm DTYPES, "matmul", I64, T = i64, gemm::<T>(lhs, rhs, dst, &dims))
+        }
+        DType::I32 => {
+            dispatch_in!(@arm DTYPES, "matmul", I32, T = i32, gemm::<T>(lhs, rhs, dst, &dims))
+        }
+        DType::U8 => {
+            dispatch_in!(@arm DTYPES, "matmul", U8, T = u8, gemm::<T>(lhs, rhs, dst, &dims))
+        }
         DType::Bool => Err(Error::UnsupportedDType {
             op: "matmul",
             dtype: DType::Bool,

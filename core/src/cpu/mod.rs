@@ -5,11 +5,18 @@
 //! Kernels are generic functions over [`Scalar`](crate::dtype::Scalar) in the
 //! submodules (public, so other host-memory backends can reuse them for the
 //! ops they do not specialise).
+//!
+//! Each kernel also has an `_in` variant, generic over the dtypes (and, for
+//! unary and binary ops, the ops) it may run: see NOTE [Kernel selection]
+//! in [`select`].
 
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod reduce;
+pub mod select;
+
+pub use select::{dtypes, ops};
 
 use crate::allocator::Allocator;
 use crate::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
@@ -19,14 +26,84 @@ use crate::shared::Shared;
 use crate::storage::Storage;
 
 /// The reference backend; see the module docs.
-pub struct CpuBackend {
+///
+/// The const parameters choose what it links (NOTE [Kernel selection]):
+/// - `DTYPES`: the dtypes its kernels run, a set of [`dtypes`] bits. Others
+///   are [`Error::UnsupportedDType`].
+/// - `OPS`: the kernel families and unary/binary ops it runs, a set of
+///   [`ops`] bits. Others are [`Error::Unsupported`].
+/// - `F32_ACC`: f32 sums and softmax computed in f32 (Kahan-compensated)
+///   instead of f64 (NOTE [f32 accumulation] in [`reduce`]).
+///
+/// The defaults (every dtype and op, f64 accumulation) are the reference,
+/// and [`Device::cpu`](crate::Device::cpu) uses them. A firmware image that
+/// only runs an f32 MLP links a small subset:
+///
+/// ```
+/// use kael_core::cpu::{dtypes, ops, CpuBackend};
+/// use kael_core::allocator::GlobalAllocator;
+/// use kael_core::{shared::Shared, DType, Device, Error, Tensor};
+///
+/// type Small = CpuBackend<{ dtypes::F32 }, { ops::MLP_INFERENCE }, true>;
+/// let dev = Device::from_backend(Shared::new(Small::with_allocator(Shared::new(
+///     GlobalAllocator::new(),
+/// ))));
+/// let x = Tensor::from_slice(&[1.0f32, -2.0], &[1, 2], &dev)?;
+/// assert_eq!(x.relu()?.to_vec::<f32>()?, vec![1.0, 0.0]);
+/// // f64 was left out: an error that says how to enable it, not a panic.
+/// let e = x.to_dtype(DType::F64).unwrap_err();
+/// assert!(matches!(e, Error::UnsupportedDType { dtype: DType::F64, .. }));
+/// // so was sin
+/// assert!(matches!(x.sin().unwrap_err(), Error::Unsupported { op: "sin", .. }));
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub struct CpuBackend<
+    const DTYPES: u16 = { dtypes::ALL },
+    const OPS: u64 = { ops::ALL },
+    const F32_ACC: bool = false,
+> {
     allocator: Shared<dyn Allocator>,
 }
 
 impl CpuBackend {
-    /// A backend drawing memory from `allocator`.
+    /// The reference backend (every dtype and op) drawing memory from
+    /// `allocator`.
+    ///
+    /// ```
+    /// use kael_core::{allocator::GlobalAllocator, cpu::CpuBackend, shared::Shared, Backend};
+    /// let b = CpuBackend::new(Shared::new(GlobalAllocator::new()));
+    /// assert!(b.is_host_memory());
+    /// ```
     pub fn new(allocator: Shared<dyn Allocator>) -> Self {
         Self { allocator }
+    }
+}
+
+impl<const DTYPES: u16, const OPS: u64, const F32_ACC: bool> CpuBackend<DTYPES, OPS, F32_ACC> {
+    /// A backend with this selection of dtypes and ops, drawing memory from
+    /// `allocator` (see the type's docs).
+    ///
+    /// ```
+    /// use kael_core::{allocator::GlobalAllocator, cpu::{dtypes, ops, CpuBackend}, shared::Shared};
+    /// let b = CpuBackend::<{ dtypes::F32 }, { ops::ALL }>::with_allocator(Shared::new(
+    ///     GlobalAllocator::new(),
+    /// ));
+    /// # let _ = b;
+    /// ```
+    pub fn with_allocator(allocator: Shared<dyn Allocator>) -> Self {
+        Self { allocator }
+    }
+
+    /// `Ok` when `OPS` holds the family `bit`, else [`Error::Unsupported`].
+    fn family(&self, bit: u64, op: &'static str) -> Result<()> {
+        if OPS & bit != 0 {
+            Ok(())
+        } else {
+            Err(Error::Unsupported {
+                op,
+                device: self.kind(),
+            })
+        }
     }
 }
 
@@ -69,7 +146,9 @@ pub fn read_host_bytes(src: &Storage, byte_offset: usize, dst: &mut [u8]) -> Res
     Ok(())
 }
 
-impl Backend for CpuBackend {
+impl<const DTYPES: u16, const OPS: u64, const F32_ACC: bool> Backend
+    for CpuBackend<DTYPES, OPS, F32_ACC>
+{
     fn kind(&self) -> DeviceKind {
         DeviceKind::Cpu
     }
@@ -91,27 +170,31 @@ impl Backend for CpuBackend {
     }
 
     fn copy_strided(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        elementwise::copy_strided(src, dst)
+        self.family(ops::COPY, "copy")?;
+        elementwise::copy_strided_in::<DTYPES>(src, dst)
     }
 
     fn cast(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        elementwise::cast(src, dst)
+        self.family(ops::CAST, "to_dtype")?;
+        elementwise::cast_in::<DTYPES>(src, dst)
     }
 
     fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
-        elementwise::fill(dst, value)
+        self.family(ops::FILL, "fill")?;
+        elementwise::fill_in::<DTYPES>(dst, value)
     }
 
     fn unary(&self, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        elementwise::unary(op, src, dst)
+        elementwise::unary_in::<DTYPES, OPS>(op, src, dst)
     }
 
     fn binary(&self, op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        elementwise::binary(op, lhs, rhs, dst)
+        elementwise::binary_in::<DTYPES, OPS>(op, lhs, rhs, dst)
     }
 
     fn compare(&self, op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        elementwise::compare(op, lhs, rhs, dst)
+        self.family(ops::COMPARE, "compare")?;
+        elementwise::compare_in::<DTYPES>(op, lhs, rhs, dst)
     }
 
     fn where_cond(
@@ -121,38 +204,47 @@ impl Backend for CpuBackend {
         on_false: Src<'_>,
         dst: Dst<'_>,
     ) -> Result<()> {
-        elementwise::where_cond(cond, on_true, on_false, dst)
+        self.family(ops::WHERE, "where")?;
+        elementwise::where_cond_in::<DTYPES>(cond, on_true, on_false, dst)
     }
 
     fn reduce(&self, op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
-        reduce::reduce(op, src, dims, dst)
+        self.family(ops::REDUCE, "reduce")?;
+        reduce::reduce_in::<DTYPES, F32_ACC>(op, src, dims, dst)
     }
 
     fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
-        reduce::arg_reduce(op, src, dim, dst)
+        self.family(ops::ARG_REDUCE, "argmax")?;
+        reduce::arg_reduce_in::<DTYPES>(op, src, dim, dst)
     }
 
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
-        reduce::softmax(src, dim, log, dst)
+        self.family(ops::SOFTMAX, "softmax")?;
+        reduce::softmax_in::<DTYPES, F32_ACC>(src, dim, log, dst)
     }
 
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        matmul::matmul(lhs, rhs, dst)
+        self.family(ops::MATMUL, "matmul")?;
+        matmul::matmul_in::<DTYPES>(lhs, rhs, dst)
     }
 
     fn index_select(&self, src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        index::index_select(src, dim, indices, dst)
+        self.family(ops::INDEX_SELECT, "index_select")?;
+        index::index_select_in::<DTYPES>(src, dim, indices, dst)
     }
 
     fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        index::gather(src, dim, index, dst)
+        self.family(ops::GATHER, "gather")?;
+        index::gather_in::<DTYPES>(src, dim, index, dst)
     }
 
     fn index_add(&self, dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
-        index::index_add(dst, dim, indices, src)
+        self.family(ops::INDEX_ADD, "index_add")?;
+        index::index_add_in::<DTYPES>(dst, dim, indices, src)
     }
 
     fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
-        index::scatter_add(dst, dim, index, src)
+        self.family(ops::SCATTER_ADD, "scatter_add")?;
+        index::scatter_add_in::<DTYPES>(dst, dim, index, src)
     }
 }

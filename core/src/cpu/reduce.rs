@@ -8,10 +8,25 @@
 //! the read access before writing; a destination that is exactly the source
 //! (NOTE [Aliasing contract]) is therefore still correct. [`softmax`] works
 //! one row at a time, reading the whole row before writing it.
+//!
+//! NOTE [f32 accumulation]
+//! The reference precision is f64 accumulation for every float source: f32
+//! sums and softmax rows are computed in f64 and rounded once. A Cortex-M4F
+//! has a single-precision FPU only, so there every f64 operation is a
+//! soft-float call (code size and time). A backend built with `F32_ACC`
+//! (`CpuBackend<_, _, true>`, [`reduce_in`], [`softmax_in`]) computes f32
+//! sources in f32 instead: sums use Kahan compensation (error bound about
+//! `2 eps * sum |x|`, independent of the length, against `n eps` for a plain
+//! f32 loop), softmax uses `expf`/`logf` and a compensated row sum; its
+//! relative error is about `|x - max| * eps` (the f32 rounding of `x - max`),
+//! under 1e-5 while `|x - max| < 80`. So results differ from the reference
+//! in the last bits; every other dtype is unchanged. `Device::cpu()` never
+//! uses it.
 
 use crate::backend::{ArgReduceOp, Dst, ReduceOp, Src};
 use crate::cpu::elementwise::aliases;
-use crate::dispatch;
+use crate::cpu::select::dtypes;
+use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{ErrShape, Error, Result};
 use crate::layout::{Layout, walk};
@@ -20,6 +35,10 @@ use crate::storage::{typed, typed_mut};
 use alloc::vec::Vec;
 use half::{bf16, f16};
 
+#[path = "reduce_f32.rs"]
+mod f32acc;
+use f32acc::{Kahan32, softmax_f32};
+
 /// Storage types the reduction kernels read and write, with exact
 /// conversions to and from the integer accumulator.
 trait Elem: Scalar {
@@ -27,6 +46,14 @@ trait Elem: Scalar {
     fn to_i64(self) -> i64;
     /// From i64 (integers wrap, as PyTorch's casts do).
     fn from_i64(v: i64) -> Self;
+    /// As f32 (rounded; exact for f32).
+    fn to_f32(self) -> f32 {
+        Scalar::to_f64(self) as f32
+    }
+    /// From f32 (as [`Scalar::from_f64`] would convert it).
+    fn from_f32(v: f32) -> Self {
+        Self::from_f64(v as f64)
+    }
 }
 
 macro_rules! elem_int {
@@ -55,7 +82,22 @@ macro_rules! elem_float {
         }
     )*};
 }
-elem_float!(f32, f64, f16, bf16);
+elem_float!(f64, f16, bf16);
+
+impl Elem for f32 {
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_i64(v: i64) -> Self {
+        v as f32
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+}
 
 /// An accumulator: f64 for float sources (every float dtype converts to it
 /// exactly), i64 for integer sources (exact, wrapping on overflow).
@@ -208,6 +250,22 @@ const EMPTY_DIM: &str = "cannot reduce a dimension of size 0: max, min, argmax a
 /// sources, max/min over an empty dim ([`Error::InvalidArgument`]), storage
 /// access conflicts.
 pub fn reduce(op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
+    reduce_in::<{ dtypes::ALL }, false>(op, src, dims, dst)
+}
+
+/// [`reduce`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+/// With `F32_ACC`, f32 sources accumulate in f32 (sums Kahan-compensated)
+/// instead of f64; see NOTE [f32 accumulation].
+///
+/// # Errors
+/// As [`reduce`], and [`Error::UnsupportedDType`] for a dtype outside
+/// `DTYPES`.
+pub fn reduce_in<const DTYPES: u16, const F32_ACC: bool>(
+    op: ReduceOp,
+    src: Src<'_>,
+    dims: &[usize],
+    dst: Dst<'_>,
+) -> Result<()> {
     let name = reduce_name(op);
     check_reduced_shape(name, src.layout, dims, dst.layout)?;
     refuse_bool(name, src.dtype)?;
@@ -219,14 +277,16 @@ pub fn reduce(op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Resul
             reason: EMPTY_DIM,
         });
     }
-    if src.dtype.is_float() {
-        reduce_with::<f64>(op, name, src, dims, dst)
+    if F32_ACC && src.dtype == DType::F32 {
+        reduce_with::<Kahan32, DTYPES>(op, name, src, dims, dst)
+    } else if src.dtype.is_float() {
+        reduce_with::<f64, DTYPES>(op, name, src, dims, dst)
     } else {
-        reduce_with::<i64>(op, name, src, dims, dst)
+        reduce_with::<i64, DTYPES>(op, name, src, dims, dst)
     }
 }
 
-fn reduce_with<A: Acc>(
+fn reduce_with<A: Acc, const DTYPES: u16>(
     op: ReduceOp,
     name: &'static str,
     src: Src<'_>,
@@ -243,19 +303,20 @@ fn reduce_with<A: Acc>(
     let slots = Layout::from_dims(src.layout.shape().clone(), strides, 0);
     {
         let g = src.storage.read(name)?;
-        dispatch!(src.dtype, T => {
+        dispatch_in!(DTYPES, name, src.dtype, T => {
             let s = typed::<T>(g.bytes())?;
             walk([src.layout, &slots], |[os, oa]| {
                 acc[oa] = acc[oa].combine(op, A::load(s[os]));
             });
-        });
+            Ok::<(), Error>(())
+        })?;
     }
-    store(name, &acc, dst)
+    store::<A, DTYPES>(name, &acc, dst)
 }
 
 /// Writes `vals` (in dst's row-major order) into `dst`.
-fn store<A: Acc>(name: &'static str, vals: &[A], dst: Dst<'_>) -> Result<()> {
-    dispatch!(dst.dtype, T => {
+fn store<A: Acc, const DTYPES: u16>(name: &'static str, vals: &[A], dst: Dst<'_>) -> Result<()> {
+    dispatch_in!(DTYPES, name, dst.dtype, T => {
         let mut g = dst.storage.write(name)?;
         let d = typed_mut::<T>(g.bytes_mut())?;
         let mut i = 0;
@@ -282,6 +343,21 @@ fn rows_of(l: &Layout, dim: usize) -> Layout {
 /// A destination of the wrong shape or dtype, a bool source, an empty
 /// `dim` ([`Error::InvalidArgument`]), storage access conflicts.
 pub fn arg_reduce(op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
+    arg_reduce_in::<{ dtypes::ALL }>(op, src, dim, dst)
+}
+
+/// [`arg_reduce`] for sources with a dtype in `DTYPES` only (NOTE [Kernel
+/// selection]); the `I64` destination is always allowed.
+///
+/// # Errors
+/// As [`arg_reduce`], and [`Error::UnsupportedDType`] for a source dtype
+/// outside `DTYPES`.
+pub fn arg_reduce_in<const DTYPES: u16>(
+    op: ArgReduceOp,
+    src: Src<'_>,
+    dim: usize,
+    dst: Dst<'_>,
+) -> Result<()> {
     let name = match op {
         ArgReduceOp::ArgMax => "argmax",
         ArgReduceOp::ArgMin => "argmin",
@@ -307,12 +383,13 @@ pub fn arg_reduce(op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Re
     let step = src.layout.strides()[dim];
     {
         let g = src.storage.read(name)?;
-        dispatch!(src.dtype, T => {
+        dispatch_in!(DTYPES, name, src.dtype, T => {
             let s = typed::<T>(g.bytes())?;
             arg_rows(op, s, &rows, len, step, &mut out);
-        });
+            Ok::<(), Error>(())
+        })?;
     }
-    store(name, &out, dst)
+    store::<i64, { dtypes::I64 }>(name, &out, dst)
 }
 
 fn arg_rows<T: Scalar>(
@@ -356,6 +433,22 @@ fn arg_rows<T: Scalar>(
 /// A destination of another shape or dtype, non-float dtypes
 /// ([`Error::UnsupportedDType`]), storage access conflicts.
 pub fn softmax(src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
+    softmax_in::<{ dtypes::ALL }, false>(src, dim, log, dst)
+}
+
+/// [`softmax`] for the dtypes in `DTYPES` only (NOTE [Kernel selection]).
+/// With `F32_ACC`, f32 rows are computed in f32 (`expf`, `logf`, a
+/// Kahan-compensated sum) instead of f64; see NOTE [f32 accumulation].
+///
+/// # Errors
+/// As [`softmax`], and [`Error::UnsupportedDType`] for a dtype outside
+/// `DTYPES`.
+pub fn softmax_in<const DTYPES: u16, const F32_ACC: bool>(
+    src: Src<'_>,
+    dim: usize,
+    log: bool,
+    dst: Dst<'_>,
+) -> Result<()> {
     let name = if log { "log_softmax" } else { "softmax" };
     let rank = src.layout.rank();
     if dim >= rank {
@@ -379,13 +472,32 @@ pub fn softmax(src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> 
             got: dst.dtype,
         });
     }
-    crate::dispatch_float!(src.dtype, T => softmax_typed::<T>(name, src, dim, log, dst), _ => {
-        Err(Error::UnsupportedDType {
+    match src.dtype {
+        DType::F32 if F32_ACC => {
+            if dtypes::contains(DTYPES, DType::F32) {
+                softmax_f32(name, src, dim, log, dst)
+            } else {
+                Err(crate::cpu::select::not_enabled(name, DType::F32))
+            }
+        }
+        DType::F32 => dispatch_in!(@arm DTYPES, name, F32, T = f32, {
+            softmax_typed::<T>(name, src, dim, log, dst)
+        }),
+        DType::F64 => dispatch_in!(@arm DTYPES, name, F64, T = f64, {
+            softmax_typed::<T>(name, src, dim, log, dst)
+        }),
+        DType::F16 => dispatch_in!(@arm DTYPES, name, F16, T = f16, {
+            softmax_typed::<T>(name, src, dim, log, dst)
+        }),
+        DType::BF16 => dispatch_in!(@arm DTYPES, name, BF16, T = bf16, {
+            softmax_typed::<T>(name, src, dim, log, dst)
+        }),
+        _ => Err(Error::UnsupportedDType {
             op: name,
             dtype: src.dtype,
             supported: "f32, f64, f16, bf16",
-        })
-    })
+        }),
+    }
 }
 
 fn softmax_typed<T: Scalar>(

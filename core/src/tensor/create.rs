@@ -343,11 +343,22 @@ impl Tensor {
             available: None,
         })?;
         v.extend((0..numel).map(|_| f()));
-        let t = Tensor::from_slice(&v, shape, device)?;
-        if dtype == DType::F64 {
-            Ok(t)
-        } else {
-            t.to_dtype(dtype)
+        match dtype {
+            DType::F64 => Tensor::from_slice(&v, shape, device),
+            // Rounded on the host (as the cast kernel rounds), so a backend
+            // built without f64 (NOTE [Kernel selection]) can still make
+            // f32 random tensors.
+            DType::F32 => {
+                let mut v32: Vec<f32> = Vec::new();
+                v32.try_reserve_exact(numel)
+                    .map_err(|_| Error::OutOfMemory {
+                        requested: numel * 4,
+                        available: None,
+                    })?;
+                v32.extend(v.iter().map(|&x| x as f32));
+                Tensor::from_slice(&v32, shape, device)
+            }
+            _ => Tensor::from_slice(&v, shape, device)?.to_dtype(dtype),
         }
     }
 
@@ -366,11 +377,10 @@ impl Tensor {
     /// ```
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.check_element::<T>("to_vec")?;
-        let t = if self.device().is_host_memory() {
-            self.clone()
-        } else {
-            self.to_device(&Device::cpu())?
-        };
+        if !self.device().is_host_memory() {
+            return self.to_vec_via_backend();
+        }
+        let t = self.clone();
         let mut out = Vec::new();
         out.try_reserve_exact(t.numel())
             .map_err(|_| Error::OutOfMemory {
@@ -384,6 +394,38 @@ impl Tensor {
                 .for_each_offset(|o| out.push(T::from_repr(data[o])));
             Ok(())
         })?;
+        Ok(out)
+    }
+
+    /// [`to_vec`](Self::to_vec) for a device whose memory the CPU cannot
+    /// read: a contiguous copy on that device, read through its backend.
+    /// (Not through `to_device(&Device::cpu())`: naming `Device::cpu()` here
+    /// would link every reference kernel into firmware that runs a smaller
+    /// `CpuBackend`; NOTE [Kernel selection] in `cpu::select`.)
+    fn to_vec_via_backend<T: Element>(&self) -> Result<Vec<T>> {
+        let src = self.contiguous()?;
+        let size = src.element_size();
+        let nbytes = src.numel() * size;
+        let mut host = Vec::new();
+        host.try_reserve_exact(nbytes)
+            .map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        host.resize(nbytes, 0u8);
+        src.device()
+            .backend()
+            .read_bytes(&src.storage(), src.offset() * size, &mut host)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(src.numel())
+            .map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        out.extend(
+            host.chunks_exact(size)
+                .map(|c| T::from_repr(bytemuck::pod_read_unaligned(c))),
+        );
         Ok(out)
     }
 

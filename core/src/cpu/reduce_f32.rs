@@ -1,0 +1,148 @@
+//! f32 accumulation for the reduction kernels (NOTE [f32 accumulation]):
+//! a Kahan-compensated f32 accumulator and an f32 softmax, used only by a
+//! backend built with `F32_ACC`.
+
+use super::{Acc, Elem, rows_of, scratch};
+use crate::backend::{Dst, ReduceOp, Src};
+use crate::cpu::elementwise::aliases;
+use crate::error::Result;
+use crate::layout::walk;
+use crate::storage::{typed, typed_mut};
+
+/// An f32 accumulator with Kahan-compensated sums, for f32 sources on a
+/// backend built with `F32_ACC` (NOTE [f32 accumulation]).
+#[derive(Clone, Copy)]
+pub(super) struct Kahan32 {
+    pub(super) sum: f32,
+    /// The low-order part lost by the last addition.
+    pub(super) comp: f32,
+}
+
+impl Acc for Kahan32 {
+    fn load<T: Elem>(x: T) -> Self {
+        Kahan32 {
+            sum: x.to_f32(),
+            comp: 0.0,
+        }
+    }
+    fn store<T: Elem>(self) -> T {
+        T::from_f32(self.sum)
+    }
+    fn identity(op: ReduceOp) -> Self {
+        let sum = match op {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Max => f32::NEG_INFINITY,
+            ReduceOp::Min => f32::INFINITY,
+        };
+        Kahan32 { sum, comp: 0.0 }
+    }
+    fn combine(self, op: ReduceOp, x: Self) -> Self {
+        match op {
+            ReduceOp::Sum => kahan_add(self, x.sum),
+            _ => Kahan32 {
+                sum: f32::combine(self.sum, op, x.sum),
+                comp: 0.0,
+            },
+        }
+    }
+}
+
+/// One compensated addition: `acc + x` keeping the rounding error in `comp`.
+fn kahan_add(acc: Kahan32, x: f32) -> Kahan32 {
+    let y = x - acc.comp;
+    let t = acc.sum + y;
+    Kahan32 {
+        comp: (t - acc.sum) - y,
+        sum: t,
+    }
+}
+
+impl Acc for f32 {
+    fn load<T: Elem>(x: T) -> Self {
+        x.to_f32()
+    }
+    fn store<T: Elem>(self) -> T {
+        T::from_f32(self)
+    }
+    fn identity(op: ReduceOp) -> Self {
+        Kahan32::identity(op).sum
+    }
+    fn combine(self, op: ReduceOp, x: Self) -> Self {
+        match op {
+            ReduceOp::Sum => self + x,
+            ReduceOp::Prod => self * x,
+            ReduceOp::Max => {
+                if x.is_nan() || x > self {
+                    x
+                } else {
+                    self
+                }
+            }
+            ReduceOp::Min => {
+                if x.is_nan() || x < self {
+                    x
+                } else {
+                    self
+                }
+            }
+        }
+    }
+}
+
+/// Softmax of f32 rows in f32 arithmetic (NOTE [f32 accumulation]): the
+/// same steps as [`softmax_typed`], with `expf`/`logf` and a compensated
+/// row sum.
+pub(super) fn softmax_f32(
+    name: &'static str,
+    src: Src<'_>,
+    dim: usize,
+    log: bool,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let len = src.layout.shape()[dim];
+    if src.layout.numel() == 0 {
+        return Ok(());
+    }
+    let mut row = scratch(len, 0.0f32)?;
+    let (src_rows, dst_rows) = (rows_of(src.layout, dim), rows_of(dst.layout, dim));
+    let (ss, ds) = (src.layout.strides()[dim], dst.layout.strides()[dim]);
+    let gs = if aliases(&src, &dst) {
+        None
+    } else {
+        Some(src.storage.read(name)?)
+    };
+    let mut gd = dst.storage.write(name)?;
+    let d = typed_mut::<f32>(gd.bytes_mut())?;
+    let s = gs.as_ref().map(|g| typed::<f32>(g.bytes())).transpose()?;
+    walk([&src_rows, &dst_rows], |[bs, bd]| {
+        let mut m = f32::NEG_INFINITY;
+        for (k, r) in row.iter_mut().enumerate() {
+            let x = match s {
+                Some(s) => s[bs + k * ss],
+                None => d[bs + k * ss],
+            };
+            *r = x;
+            if x.is_nan() || x > m {
+                m = x;
+            }
+        }
+        let mut sum = Kahan32 {
+            sum: 0.0,
+            comp: 0.0,
+        };
+        for r in row.iter_mut() {
+            *r -= m;
+            sum = kahan_add(sum, libm::expf(*r));
+        }
+        let log_sum = libm::logf(sum.sum);
+        for (k, &r) in row.iter().enumerate() {
+            d[bd + k * ds] = if log {
+                r - log_sum
+            } else {
+                libm::expf(r) / sum.sum
+            };
+        }
+    });
+    Ok(())
+}

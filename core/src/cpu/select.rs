@@ -1,0 +1,300 @@
+//! Compile-time kernel selection for [`CpuBackend`](super::CpuBackend):
+//! which dtypes ([`dtypes`]) and which ops ([`ops`]) a backend instance
+//! links.
+//!
+//! NOTE [Kernel selection]
+//! A [`Device`](crate::Device) holds a `dyn Backend`, so its vtable names
+//! every backend method, and the linker keeps every kernel of every family,
+//! each built once per storage dtype, whatever a program calls. On a host
+//! that costs nothing that matters; in firmware it is most of the flash.
+//! `CpuBackend<DTYPES, OPS, F32_ACC>` takes two bit sets as const generics:
+//! a dtype or op outside its set is a constant-false branch that returns an
+//! error instead of calling the kernel, so the kernel instantiation is never
+//! referenced and never linked. The defaults select everything, and
+//! [`Device::cpu`](crate::Device::cpu) uses them.
+//!
+//! A refused dtype is [`Error::UnsupportedDType`], whose message says to
+//! add the dtype's bit to `DTYPES` or use `Device::cpu()`; a refused op is
+//! [`Error::Unsupported`] naming the op, whose message says to use a device
+//! that implements it (e.g. `Device::cpu()`; or add its [`ops`] bit).
+//! Neither panics.
+
+use crate::dtype::DType;
+use crate::error::Error;
+
+/// Dtype bit sets for the `DTYPES` parameter of
+/// [`CpuBackend`](super::CpuBackend).
+///
+/// ```
+/// use kael_core::cpu::dtypes;
+/// use kael_core::DType;
+/// const SET: u16 = dtypes::F32 | dtypes::I64;
+/// assert!(dtypes::contains(SET, DType::I64));
+/// assert!(!dtypes::contains(SET, DType::F64));
+/// ```
+pub mod dtypes {
+    use crate::dtype::DType;
+
+    /// `f32`.
+    pub const F32: u16 = 1 << 0;
+    /// `f64`.
+    pub const F64: u16 = 1 << 1;
+    /// `f16`.
+    pub const F16: u16 = 1 << 2;
+    /// `bf16`.
+    pub const BF16: u16 = 1 << 3;
+    /// `i64`.
+    pub const I64: u16 = 1 << 4;
+    /// `i32`.
+    pub const I32: u16 = 1 << 5;
+    /// `u8`.
+    pub const U8: u16 = 1 << 6;
+    /// `bool`.
+    pub const BOOL: u16 = 1 << 7;
+    /// The four float dtypes.
+    pub const FLOATS: u16 = F32 | F64 | F16 | BF16;
+    /// Every dtype (the default).
+    pub const ALL: u16 = 0xFF;
+
+    /// The bit of one dtype.
+    pub const fn bit(d: DType) -> u16 {
+        match d {
+            DType::F32 => F32,
+            DType::F64 => F64,
+            DType::F16 => F16,
+            DType::BF16 => BF16,
+            DType::I64 => I64,
+            DType::I32 => I32,
+            DType::U8 => U8,
+            DType::Bool => BOOL,
+        }
+    }
+
+    /// Whether `set` holds `d`.
+    pub const fn contains(set: u16, d: DType) -> bool {
+        set & bit(d) != 0
+    }
+}
+
+/// Op bit sets for the `OPS` parameter of [`CpuBackend`](super::CpuBackend):
+/// one bit per kernel family, and one per unary and binary op (so a model
+/// that never calls `sin` or `pow` does not link libm's trigonometry or
+/// `pow`).
+///
+/// ```
+/// use kael_core::backend::UnaryOp;
+/// use kael_core::cpu::ops;
+/// const SET: u64 = ops::MATMUL | ops::RELU | ops::ADD;
+/// assert!(ops::has_unary(SET, UnaryOp::Relu));
+/// assert!(!ops::has_unary(SET, UnaryOp::Exp));
+/// ```
+pub mod ops {
+    use crate::backend::{BinaryOp, UnaryOp};
+
+    /// `copy_strided` (views made contiguous, `deep_clone`, `contiguous`).
+    pub const COPY: u64 = 1 << 0;
+    /// `cast` (`to_dtype`).
+    pub const CAST: u64 = 1 << 1;
+    /// `fill` (`zeros`, `ones`, `full`).
+    pub const FILL: u64 = 1 << 2;
+    /// `compare` (`eq`, `lt`, ...).
+    pub const COMPARE: u64 = 1 << 3;
+    /// `where_cond`.
+    pub const WHERE: u64 = 1 << 4;
+    /// `reduce` (`sum`, `mean`, `max`, `min`, `prod`; also the backward of broadcasting).
+    pub const REDUCE: u64 = 1 << 5;
+    /// `arg_reduce` (`argmax`, `argmin`).
+    pub const ARG_REDUCE: u64 = 1 << 6;
+    /// `softmax` and `log_softmax`.
+    pub const SOFTMAX: u64 = 1 << 7;
+    /// `matmul`.
+    pub const MATMUL: u64 = 1 << 8;
+    /// `index_select`.
+    pub const INDEX_SELECT: u64 = 1 << 9;
+    /// `gather`.
+    pub const GATHER: u64 = 1 << 10;
+    /// `index_add`.
+    pub const INDEX_ADD: u64 = 1 << 11;
+    /// `scatter_add`.
+    pub const SCATTER_ADD: u64 = 1 << 12;
+
+    /// Unary `neg`.
+    pub const NEG: u64 = 1 << 16;
+    /// Unary `abs`.
+    pub const ABS: u64 = 1 << 17;
+    /// Unary `exp`.
+    pub const EXP: u64 = 1 << 18;
+    /// Unary `log`.
+    pub const LOG: u64 = 1 << 19;
+    /// Unary `sqrt`.
+    pub const SQRT: u64 = 1 << 20;
+    /// Unary `sqr`.
+    pub const SQR: u64 = 1 << 21;
+    /// Unary `recip`.
+    pub const RECIP: u64 = 1 << 22;
+    /// Unary `tanh`.
+    pub const TANH: u64 = 1 << 23;
+    /// Unary `sigmoid`.
+    pub const SIGMOID: u64 = 1 << 24;
+    /// Unary `relu`.
+    pub const RELU: u64 = 1 << 25;
+    /// Unary `gelu` (erf form).
+    pub const GELU: u64 = 1 << 26;
+    /// Unary `gelu_tanh`.
+    pub const GELU_TANH: u64 = 1 << 27;
+    /// Unary `silu`.
+    pub const SILU: u64 = 1 << 28;
+    /// Unary `sin`.
+    pub const SIN: u64 = 1 << 29;
+    /// Unary `cos`.
+    pub const COS: u64 = 1 << 30;
+    /// Unary `powf` (a scalar power).
+    pub const POWF: u64 = 1 << 31;
+    /// Unary `clamp`.
+    pub const CLAMP: u64 = 1 << 32;
+    /// Unary `affine` (`mul_scalar`, `add_scalar`, ...).
+    pub const AFFINE: u64 = 1 << 33;
+    /// Unary `step` (relu's derivative).
+    pub const STEP: u64 = 1 << 34;
+    /// Unary `sign`.
+    pub const SIGN: u64 = 1 << 35;
+    /// Unary `erf`.
+    pub const ERF: u64 = 1 << 36;
+
+    /// Binary `add`.
+    pub const ADD: u64 = 1 << 40;
+    /// Binary `sub`.
+    pub const SUB: u64 = 1 << 41;
+    /// Binary `mul`.
+    pub const MUL: u64 = 1 << 42;
+    /// Binary `div`.
+    pub const DIV: u64 = 1 << 43;
+    /// Binary `maximum`.
+    pub const MAXIMUM: u64 = 1 << 44;
+    /// Binary `minimum`.
+    pub const MINIMUM: u64 = 1 << 45;
+    /// Binary `pow`.
+    pub const POW: u64 = 1 << 46;
+
+    /// Every unary op.
+    pub const UNARY: u64 = ((1 << 37) - 1) & !((1 << 16) - 1);
+    /// Every binary op.
+    pub const BINARY: u64 = ((1 << 47) - 1) & !((1 << 40) - 1);
+    /// Every kernel family and op (the default).
+    pub const ALL: u64 = ((1 << 13) - 1) | UNARY | BINARY;
+    /// What the forward pass of a ReLU MLP needs (`softmax(relu(x @ w + b)
+    /// ...)`), plus the copy, cast and fill that tensor creation and views
+    /// use. OR in more ops (`| ops::EXP | ops::TANH`) for other activations.
+    pub const MLP_INFERENCE: u64 = COPY | CAST | FILL | MATMUL | SOFTMAX | ADD | RELU;
+
+    /// The bit of one unary op.
+    pub const fn unary_bit(op: UnaryOp) -> u64 {
+        match op {
+            UnaryOp::Neg => NEG,
+            UnaryOp::Abs => ABS,
+            UnaryOp::Exp => EXP,
+            UnaryOp::Log => LOG,
+            UnaryOp::Sqrt => SQRT,
+            UnaryOp::Sqr => SQR,
+            UnaryOp::Recip => RECIP,
+            UnaryOp::Tanh => TANH,
+            UnaryOp::Sigmoid => SIGMOID,
+            UnaryOp::Relu => RELU,
+            UnaryOp::Gelu => GELU,
+            UnaryOp::GeluTanh => GELU_TANH,
+            UnaryOp::Silu => SILU,
+            UnaryOp::Sin => SIN,
+            UnaryOp::Cos => COS,
+            UnaryOp::Powf(_) => POWF,
+            UnaryOp::Clamp(..) => CLAMP,
+            UnaryOp::Affine { .. } => AFFINE,
+            UnaryOp::Step => STEP,
+            UnaryOp::Sign => SIGN,
+            UnaryOp::Erf => ERF,
+        }
+    }
+
+    /// The bit of one binary op.
+    pub const fn binary_bit(op: BinaryOp) -> u64 {
+        match op {
+            BinaryOp::Add => ADD,
+            BinaryOp::Sub => SUB,
+            BinaryOp::Mul => MUL,
+            BinaryOp::Div => DIV,
+            BinaryOp::Maximum => MAXIMUM,
+            BinaryOp::Minimum => MINIMUM,
+            BinaryOp::Pow => POW,
+        }
+    }
+
+    /// Whether `set` holds the unary `op`.
+    pub const fn has_unary(set: u64, op: UnaryOp) -> bool {
+        set & unary_bit(op) != 0
+    }
+
+    /// Whether `set` holds the binary `op`.
+    pub const fn has_binary(set: u64, op: BinaryOp) -> bool {
+        set & binary_bit(op) != 0
+    }
+}
+
+/// How to enable a dtype that a restricted backend refuses.
+const ENABLE_DTYPE: &str = "only the dtypes in this CpuBackend's DTYPES set, which lacks this one; add its bit (kael_core::cpu::dtypes) to DTYPES, or use Device::cpu(), which has all";
+
+/// The error for a dtype outside a backend's `DTYPES` set (used by
+/// [`dispatch_in!`](crate::dispatch_in)).
+#[doc(hidden)]
+pub fn not_enabled(op: &'static str, dtype: DType) -> Error {
+    Error::UnsupportedDType {
+        op,
+        dtype,
+        supported: ENABLE_DTYPE,
+    }
+}
+
+/// Runs `$body` with `$T` bound to the storage representation of `$dtype`
+/// when `$set` (a `u16` of [`dtypes`] bits, a constant) holds it, else
+/// returns the error for a dtype that is not enabled. `$body` is a
+/// `Result`. With `$set` = [`dtypes::ALL`] it is [`dispatch!`](crate::dispatch).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch_in {
+    ($set:expr, $op:expr, $dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::F32 => $crate::dispatch_in!(@arm $set, $op, F32, $T = f32, $body),
+            $crate::DType::F64 => $crate::dispatch_in!(@arm $set, $op, F64, $T = f64, $body),
+            $crate::DType::F16 => {
+                $crate::dispatch_in!(@arm $set, $op, F16, $T = $crate::half::f16, $body)
+            }
+            $crate::DType::BF16 => {
+                $crate::dispatch_in!(@arm $set, $op, BF16, $T = $crate::half::bf16, $body)
+            }
+            $crate::DType::I64 => $crate::dispatch_in!(@arm $set, $op, I64, $T = i64, $body),
+            $crate::DType::I32 => $crate::dispatch_in!(@arm $set, $op, I32, $T = i32, $body),
+            // One arm for both, so that their kernels are one instantiation;
+            // the first test is a constant, so a set with neither compiles it out.
+            d @ ($crate::DType::U8 | $crate::DType::Bool) => {
+                if $set & ($crate::cpu::dtypes::U8 | $crate::cpu::dtypes::BOOL) != 0
+                    && $crate::cpu::dtypes::contains($set, d)
+                {
+                    type $T = u8;
+                    $body
+                } else {
+                    Err($crate::cpu::select::not_enabled($op, d))
+                }
+            }
+        }
+    };
+    (@arm $set:expr, $op:expr, $d:ident, $T:ident = $ty:ty, $body:expr) => {
+        if $crate::cpu::dtypes::contains($set, $crate::DType::$d) {
+            type $T = $ty;
+            $body
+        } else {
+            Err($crate::cpu::select::not_enabled($op, $crate::DType::$d))
+        }
+    };
+}
+
+#[cfg(test)]
+#[path = "select_tests.rs"]
+mod tests;
