@@ -82,14 +82,21 @@ struct Args {
 enum DeviceFlag {
     /// kael-core's reference CPU backend (single-threaded, deterministic).
     Cpu,
+    /// kael-host's threaded CPU backend (one thread per core, `gemm` matmul).
+    Threaded,
 }
 
-/// HOOK for further backends: when kael-host gains its threaded CPU backend
-/// (or CUDA), add a `DeviceFlag` variant and return its `Device` here;
-/// nothing else in the demo depends on which device it is.
+/// The device a run trains on; nothing else in the demo depends on which.
 fn make_device(flag: DeviceFlag) -> Device {
     match flag {
         DeviceFlag::Cpu => Device::cpu(),
+        DeviceFlag::Threaded => match kael_host::cpu_threaded::device() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("threaded CPU device unavailable ({e}); using the reference CPU");
+                Device::cpu()
+            }
+        },
     }
 }
 
