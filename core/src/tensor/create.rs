@@ -538,7 +538,7 @@ impl Tensor {
                 layout,
                 self.dtype(),
                 None,
-                device.clone(),
+                Some(device.clone()),
             )?);
             crate::autograd::record(&out, &[self], || {
                 Ok(Rule::ToDevice {
@@ -616,7 +616,12 @@ impl Tensor {
     /// PyTorch) is clamped to the end to keep INVARIANT 2 of `TensorImpl`.
     pub(crate) fn make_view_as(&self, layout: Layout, dtype: DType) -> Result<Tensor> {
         let root = self.root();
-        let storage = self.storage();
+        // One lock for both; `device` is `None` unless the tensor was moved
+        // to another host-memory device (no reference count to bump then).
+        let (storage, device) = self
+            .0
+            .placement
+            .with(|p| (p.storage.clone(), p.device.clone()));
         let layout = if layout.shape().contains(&0) {
             let len = storage.nbytes() / dtype.size_in_bytes();
             let offset = layout.offset().min(len);
@@ -624,7 +629,6 @@ impl Tensor {
         } else {
             layout
         };
-        let device = self.device();
         Ok(Tensor::from_impl(TensorImpl::new_on(
             storage,
             layout,

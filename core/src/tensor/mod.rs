@@ -48,8 +48,10 @@ pub(crate) struct Placement {
     pub(crate) storage: Shared<Storage>,
     pub(crate) strides: Dims,
     pub(crate) offset: usize,
-    /// The device whose kernels run on this tensor (INVARIANT 3).
-    pub(crate) device: Device,
+    /// The device whose kernels run on this tensor when it is not the
+    /// storage's own (INVARIANT 3); `None` (the common case) costs no
+    /// reference count when a view is made.
+    pub(crate) device: Option<Device>,
 }
 
 /// What a [`Tensor`] points to. See the module's INVARIANTS.
@@ -77,12 +79,11 @@ impl TensorImpl {
         dtype: DType,
         base: Option<Tensor>,
     ) -> Result<Self> {
-        let device = storage.device().clone();
-        Self::new_on(storage, layout, dtype, base, device)
+        Self::new_on(storage, layout, dtype, base, None)
     }
 
-    /// [`TensorImpl::new`] on a chosen device: the storage's own, or
-    /// another host-memory device when the storage is host memory.
+    /// [`TensorImpl::new`] on a chosen device: `None` or the storage's own,
+    /// or another host-memory device when the storage is host memory.
     ///
     /// # Errors
     /// As [`TensorImpl::new`]; [`Error::DeviceMismatch`] for a device that
@@ -92,17 +93,20 @@ impl TensorImpl {
         layout: Layout,
         dtype: DType,
         base: Option<Tensor>,
-        device: Device,
+        device: Option<Device>,
     ) -> Result<Self> {
-        if !device.same_as(storage.device())
-            && !(device.is_host_memory() && storage.device().is_host_memory())
-        {
-            return Err(Error::DeviceMismatch {
-                op: "TensorImpl::new",
-                lhs: device.kind(),
-                rhs: storage.device().kind(),
-            });
-        }
+        let device = match device {
+            Some(d) if d.same_as(storage.device()) => None,
+            Some(d) if d.is_host_memory() && storage.device().is_host_memory() => Some(d),
+            Some(d) => {
+                return Err(Error::DeviceMismatch {
+                    op: "TensorImpl::new",
+                    lhs: d.kind(),
+                    rhs: storage.device().kind(),
+                });
+            }
+            None => None,
+        };
         // Every tensor's element count fits in usize, so `numel()` (an
         // unchecked product) is exact wherever it is used.
         crate::shape::checked_numel("TensorImpl::new", layout.shape())?;
@@ -220,7 +224,9 @@ impl Tensor {
     /// The device whose kernels run on this tensor: the storage's device,
     /// or another host-memory device after a zero-copy `to_device`.
     pub fn device(&self) -> Device {
-        self.0.placement.with(|p| p.device.clone())
+        self.0
+            .placement
+            .with(|p| p.device.as_ref().unwrap_or(p.storage.device()).clone())
     }
 
     /// The storage.

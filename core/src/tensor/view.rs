@@ -611,7 +611,7 @@ impl Tensor {
             self.layout(),
             self.dtype(),
             None,
-            self.device(),
+            Some(self.device()),
         )?))
     }
 }

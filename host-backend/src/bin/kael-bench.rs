@@ -200,7 +200,15 @@ fn mlp_step(dev: &Device, reps: usize, adam: bool) -> R<f64> {
 }
 
 fn main() -> R<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only NAME`: run one section (matmul, memory, softmax, views, mlp, backward).
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let want = |section: &str| only.as_deref().is_none_or(|o| o == section);
     let reps = if quick { 3 } else { 11 };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let dev = kael_host::cpu_threaded::device()?;
@@ -218,275 +226,289 @@ fn main() -> R<()> {
     println!("|---|---|---|---|---|---|");
 
     // ---- matmul
-    let sizes: &[usize] = if quick {
-        &[256, 512]
-    } else {
-        &[256, 512, 1024, 2048]
-    };
-    for &n in sizes {
-        let r = if n >= 2048 { reps.min(5) } else { reps };
-        let base = gemm_alone(&pool, threads, n, r)?;
-        let a = Tensor::randn(&[n, n], DType::F32, &dev, &mut rng)?;
-        let b = Tensor::randn(&[n, n], DType::F32, &dev, &mut rng)?;
-        let s = time(r, || {
-            black_box(a.matmul(&b)?);
-            Ok(())
-        })?;
-        let fig = gflops(n, n, n, s);
-        let tgt = if n >= 512 {
-            Target::RatioAtLeast(0.9)
+    let mut tr = 0.0;
+    if want("matmul") {
+        let sizes: &[usize] = if quick {
+            &[256, 512]
         } else {
-            Target::None
+            &[256, 512, 1024, 2048]
         };
-        t.row(
-            &format!("sgemm n={n} (GFLOP/s)"),
-            fig,
-            base,
-            "GFLOP/s",
-            "gemm alone",
-            true,
-            tgt,
-        );
-        if n >= 512 {
+        for &n in sizes {
+            let r = if n >= 2048 { reps.min(5) } else { reps };
+            let base = gemm_alone(&pool, threads, n, r)?;
+            let a = Tensor::randn(&[n, n], DType::F32, &dev, &mut rng)?;
+            let b = Tensor::randn(&[n, n], DType::F32, &dev, &mut rng)?;
+            let s = time(r, || {
+                black_box(a.matmul(&b)?);
+                Ok(())
+            })?;
+            let fig = gflops(n, n, n, s);
+            let tgt = if n >= 512 {
+                Target::RatioAtLeast(0.9)
+            } else {
+                Target::None
+            };
             t.row(
-                &format!("sgemm n={n} absolute"),
+                &format!("sgemm n={n} (GFLOP/s)"),
                 fig,
                 base,
                 "GFLOP/s",
                 "gemm alone",
                 true,
-                Target::AtLeast(180.0),
+                tgt,
+            );
+            if n >= 512 {
+                t.row(
+                    &format!("sgemm n={n} absolute"),
+                    fig,
+                    base,
+                    "GFLOP/s",
+                    "gemm alone",
+                    true,
+                    Target::AtLeast(180.0),
+                );
+            }
+        }
+        {
+            let a = Tensor::randn(&[32, 128, 128], DType::F32, &dev, &mut rng)?;
+            let b = Tensor::randn(&[32, 128, 128], DType::F32, &dev, &mut rng)?;
+            let s = time(reps, || {
+                black_box(a.matmul(&b)?);
+                Ok(())
+            })?;
+            let base = gemm_alone(&pool, threads, 128, reps)?;
+            t.row(
+                "batched matmul 32x128x128",
+                gflops(32 * 128, 128, 128, s),
+                base,
+                "GFLOP/s",
+                "gemm 128 alone",
+                true,
+                Target::None,
             );
         }
+        tr = {
+            let a = Tensor::randn(&[1024, 1024], DType::F32, &dev, &mut rng)?;
+            let b = Tensor::randn(&[1024, 1024], DType::F32, &dev, &mut rng)?;
+            let bt = b.t()?;
+            let s = time(reps, || {
+                black_box(a.matmul(&bt)?);
+                Ok(())
+            })?;
+            gflops(1024, 1024, 1024, s)
+        };
     }
-    {
-        let a = Tensor::randn(&[32, 128, 128], DType::F32, &dev, &mut rng)?;
-        let b = Tensor::randn(&[32, 128, 128], DType::F32, &dev, &mut rng)?;
+
+    // ---- memory-bound ops at 16M elements
+    if want("memory") {
+        let n = 1 << 24;
+        let mc = memcpy_gbs(n * 4, reps)?;
+        let a = Tensor::randn(&[4096, 4096], DType::F32, &dev, &mut rng)?;
+        let b = Tensor::randn(&[4096, 4096], DType::F32, &dev, &mut rng)?;
         let s = time(reps, || {
-            black_box(a.matmul(&b)?);
+            black_box(a.add(&b)?);
             Ok(())
         })?;
-        let base = gemm_alone(&pool, threads, 128, reps)?;
         t.row(
-            "batched matmul 32x128x128",
-            gflops(32 * 128, 128, 128, s),
-            base,
-            "GFLOP/s",
-            "gemm 128 alone",
+            "add 16M contiguous (GB/s, 12 B/el)",
+            12.0 * n as f64 / s / 1e9,
+            mc,
+            "GB/s",
+            "memcpy",
+            true,
+            Target::RatioAtLeast(0.8),
+        );
+        let bt = b.t()?;
+        let s = time(reps, || {
+            black_box(a.add(&bt)?);
+            Ok(())
+        })?;
+        t.row(
+            "add 16M one transposed operand",
+            12.0 * n as f64 / s / 1e9,
+            mc,
+            "GB/s",
+            "memcpy",
             true,
             Target::None,
         );
-    }
-    let tr = {
-        let a = Tensor::randn(&[1024, 1024], DType::F32, &dev, &mut rng)?;
-        let b = Tensor::randn(&[1024, 1024], DType::F32, &dev, &mut rng)?;
-        let bt = b.t()?;
+        let c = a.deep_clone()?;
         let s = time(reps, || {
-            black_box(a.matmul(&bt)?);
+            no_grad(|| c.add_(&b))?;
             Ok(())
         })?;
-        gflops(1024, 1024, 1024, s)
-    };
-
-    // ---- memory-bound ops at 16M elements
-    let n = 1 << 24;
-    let mc = memcpy_gbs(n * 4, reps)?;
-    let a = Tensor::randn(&[4096, 4096], DType::F32, &dev, &mut rng)?;
-    let b = Tensor::randn(&[4096, 4096], DType::F32, &dev, &mut rng)?;
-    let s = time(reps, || {
-        black_box(a.add(&b)?);
-        Ok(())
-    })?;
-    t.row(
-        "add 16M contiguous (GB/s, 12 B/el)",
-        12.0 * n as f64 / s / 1e9,
-        mc,
-        "GB/s",
-        "memcpy",
-        true,
-        Target::RatioAtLeast(0.8),
-    );
-    let bt = b.t()?;
-    let s = time(reps, || {
-        black_box(a.add(&bt)?);
-        Ok(())
-    })?;
-    t.row(
-        "add 16M one transposed operand",
-        12.0 * n as f64 / s / 1e9,
-        mc,
-        "GB/s",
-        "memcpy",
-        true,
-        Target::None,
-    );
-    let c = a.deep_clone()?;
-    let s = time(reps, || {
-        no_grad(|| c.add_(&b))?;
-        Ok(())
-    })?;
-    t.row(
-        "add_ 16M in place",
-        12.0 * n as f64 / s / 1e9,
-        mc,
-        "GB/s",
-        "memcpy",
-        true,
-        Target::RatioAtLeast(0.8),
-    );
-    let s = time(reps, || {
-        black_box(a.sum_all()?);
-        Ok(())
-    })?;
-    t.row(
-        "sum 16M (GB/s, 4 B/el)",
-        4.0 * n as f64 / s / 1e9,
-        mc,
-        "GB/s",
-        "memcpy",
-        true,
-        Target::None,
-    );
-    drop((a, b, bt, c));
+        t.row(
+            "add_ 16M in place",
+            12.0 * n as f64 / s / 1e9,
+            mc,
+            "GB/s",
+            "memcpy",
+            true,
+            Target::RatioAtLeast(0.8),
+        );
+        let s = time(reps, || {
+            black_box(a.sum_all()?);
+            Ok(())
+        })?;
+        t.row(
+            "sum 16M (GB/s, 4 B/el)",
+            4.0 * n as f64 / s / 1e9,
+            mc,
+            "GB/s",
+            "memcpy",
+            true,
+            Target::None,
+        );
+        drop((a, b, bt, c));
+    }
 
     // ---- softmax, transpose copy
-    let x = Tensor::randn(&[4096, 1024], DType::F32, &dev, &mut rng)?;
-    let xc = x.to_device(&cpu)?;
-    let base = time(reps.min(5), || {
-        black_box(xc.softmax(-1)?);
-        Ok(())
-    })?;
-    let s = time(reps, || {
-        black_box(x.softmax(-1)?);
-        Ok(())
-    })?;
-    t.row(
-        "row softmax 4096x1024 (ms)",
-        s * 1e3,
-        base * 1e3,
-        "ms",
-        "reference cpu",
-        false,
-        Target::AtMost(1.5),
-    );
-    let m = Tensor::randn(&[1024, 1024], DType::F32, &dev, &mut rng)?;
-    let mcpu = m.to_device(&cpu)?;
-    let base = time(reps, || {
-        black_box(mcpu.t()?.contiguous()?);
-        Ok(())
-    })?;
-    let s = time(reps, || {
-        black_box(m.t()?.contiguous()?);
-        Ok(())
-    })?;
-    t.row(
-        "t().contiguous() 1024x1024 (ms)",
-        s * 1e3,
-        base * 1e3,
-        "ms",
-        "reference cpu",
-        false,
-        Target::AtMost(0.6),
-    );
-
-    // ---- handles and views
-    let iters = if quick { 100_000 } else { 1_000_000 };
-    let small = Tensor::zeros(&[16, 16], DType::F32, &dev)?;
-    let s = time(reps, || {
-        for _ in 0..iters {
-            black_box(black_box(&small).clone());
-        }
-        Ok(())
-    })?;
-    let clone_ns = s * 1e9 / iters as f64;
-    let before = ALLOCS.load(Ordering::Relaxed);
-    let s = time(reps, || {
-        for _ in 0..iters {
-            black_box(black_box(&small).t()?);
-        }
-        Ok(())
-    })?;
-    let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / ((reps + 1) * iters) as f64;
-    let view_ns = s * 1e9 / iters as f64;
-    t.row(
-        "view creation t() (ns)",
-        view_ns,
-        clone_ns,
-        "ns",
-        "handle clone",
-        false,
-        Target::AtMost(50.0),
-    );
-    t.row(
-        "heap allocations per view",
-        allocs,
-        1.0,
-        "allocs",
-        "one",
-        false,
-        Target::AtMost(1.0),
-    );
-    t.row(
-        "handle clone (ns)",
-        clone_ns,
-        clone_ns,
-        "ns",
-        "itself",
-        false,
-        Target::None,
-    );
-
-    // ---- MLP step
-    let r = if quick { 5 } else { 31 };
-    for (adam, name) in [(false, "SGD"), (true, "Adam")] {
-        let base = mlp_step(&cpu, r, adam)?;
-        let fig = mlp_step(&dev, r, adam)?;
+    if want("softmax") {
+        let x = Tensor::randn(&[4096, 1024], DType::F32, &dev, &mut rng)?;
+        let xc = x.to_device(&cpu)?;
+        let base = time(reps.min(5), || {
+            black_box(xc.softmax(-1)?);
+            Ok(())
+        })?;
+        let s = time(reps, || {
+            black_box(x.softmax(-1)?);
+            Ok(())
+        })?;
         t.row(
-            &format!("MLP 784-256-10 b=64 step, {name} (us)"),
-            fig,
-            base,
-            "us",
+            "row softmax 4096x1024 (ms)",
+            s * 1e3,
+            base * 1e3,
+            "ms",
             "reference cpu",
             false,
-            Target::AtMost(830.0),
+            Target::AtMost(1.5),
+        );
+        let m = Tensor::randn(&[1024, 1024], DType::F32, &dev, &mut rng)?;
+        let mcpu = m.to_device(&cpu)?;
+        let base = time(reps, || {
+            black_box(mcpu.t()?.contiguous()?);
+            Ok(())
+        })?;
+        let s = time(reps, || {
+            black_box(m.t()?.contiguous()?);
+            Ok(())
+        })?;
+        t.row(
+            "t().contiguous() 1024x1024 (ms)",
+            s * 1e3,
+            base * 1e3,
+            "ms",
+            "reference cpu",
+            false,
+            Target::AtMost(0.6),
         );
     }
 
-    // ---- backward overhead per node
-    let chain = if quick { 10_000 } else { 100_000 };
-    let x1 = Tensor::ones(&[1], DType::F32, &dev)?;
-    let run_chain = |x: &Tensor| -> R<Tensor> {
-        let mut y = x.clone();
-        for _ in 0..chain {
-            y = y.affine(1.0, 1.0)?;
-        }
-        Ok(y)
-    };
-    let plain = time(reps.min(5), || {
-        no_grad(|| run_chain(&x1))?;
-        Ok(())
-    })?;
-    let mut bw = Vec::new();
-    for _ in 0..reps.min(5) {
-        let x = Tensor::ones(&[1], DType::F32, &dev)?.requires_grad_(true)?;
-        let y = run_chain(&x)?;
-        let st = Instant::now();
-        y.backward()?;
-        bw.push(st.elapsed().as_secs_f64());
+    // ---- handles and views
+    if want("views") {
+        let iters = if quick { 100_000 } else { 1_000_000 };
+        let small = Tensor::zeros(&[16, 16], DType::F32, &dev)?;
+        let s = time(reps, || {
+            for _ in 0..iters {
+                black_box(black_box(&small).clone());
+            }
+            Ok(())
+        })?;
+        let clone_ns = s * 1e9 / iters as f64;
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let s = time(reps, || {
+            for _ in 0..iters {
+                black_box(black_box(&small).t()?);
+            }
+            Ok(())
+        })?;
+        let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / ((reps + 1) * iters) as f64;
+        let view_ns = s * 1e9 / iters as f64;
+        t.row(
+            "view creation t() (ns)",
+            view_ns,
+            clone_ns,
+            "ns",
+            "handle clone",
+            false,
+            Target::AtMost(50.0),
+        );
+        t.row(
+            "heap allocations per view",
+            allocs,
+            1.0,
+            "allocs",
+            "one",
+            false,
+            Target::AtMost(1.0),
+        );
+        t.row(
+            "handle clone (ns)",
+            clone_ns,
+            clone_ns,
+            "ns",
+            "itself",
+            false,
+            Target::None,
+        );
     }
-    bw.sort_by(f64::total_cmp);
-    let per = bw[bw.len() / 2] * 1e9 / chain as f64;
-    t.row(
-        "backward per node (ns)",
-        per,
-        plain * 1e9 / chain as f64,
-        "ns",
-        "fwd no_grad op",
-        false,
-        Target::None,
-    );
-    println!();
-    println!("also: matmul 1024 with a transposed rhs (strided, no copy): {tr:.1} GFLOP/s");
-    let _ = t.rows.len();
+
+    // ---- MLP step
+    if want("mlp") {
+        let r = if quick { 5 } else { 31 };
+        for (adam, name) in [(false, "SGD"), (true, "Adam")] {
+            let base = mlp_step(&cpu, r, adam)?;
+            let fig = mlp_step(&dev, r, adam)?;
+            t.row(
+                &format!("MLP 784-256-10 b=64 step, {name} (us)"),
+                fig,
+                base,
+                "us",
+                "reference cpu",
+                false,
+                Target::AtMost(830.0),
+            );
+        }
+    }
+
+    // ---- backward overhead per node
+    if want("backward") {
+        let chain = if quick { 10_000 } else { 100_000 };
+        let x1 = Tensor::ones(&[1], DType::F32, &dev)?;
+        let run_chain = |x: &Tensor| -> R<Tensor> {
+            let mut y = x.clone();
+            for _ in 0..chain {
+                y = y.affine(1.0, 1.0)?;
+            }
+            Ok(y)
+        };
+        let plain = time(reps.min(5), || {
+            no_grad(|| run_chain(&x1))?;
+            Ok(())
+        })?;
+        let mut bw = Vec::new();
+        for _ in 0..reps.min(5) {
+            let x = Tensor::ones(&[1], DType::F32, &dev)?.requires_grad_(true)?;
+            let y = run_chain(&x)?;
+            let st = Instant::now();
+            y.backward()?;
+            bw.push(st.elapsed().as_secs_f64());
+        }
+        bw.sort_by(f64::total_cmp);
+        let per = bw[bw.len() / 2] * 1e9 / chain as f64;
+        t.row(
+            "backward per node (ns)",
+            per,
+            plain * 1e9 / chain as f64,
+            "ns",
+            "fwd no_grad op",
+            false,
+            Target::None,
+        );
+    }
+    if tr > 0.0 {
+        println!();
+        println!("also: matmul 1024 with a transposed rhs (strided, no copy): {tr:.1} GFLOP/s");
+    }
     Ok(())
 }

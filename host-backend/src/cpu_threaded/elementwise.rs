@@ -10,6 +10,7 @@ use kael_core::Result;
 use kael_core::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use kael_core::cpu::elementwise as reference;
 use kael_core::dtype::DType;
+use kael_core::layout::Layout;
 
 /// Runs `kern` over blocks of `d`, with one operand's matching block.
 fn run1<T: Copy + Send + Sync + bytemuck::Zeroable, U: Send>(
@@ -120,12 +121,68 @@ fn copy_as<T: bytemuck::Pod + Send + Sync>(
     let n = dst.layout.numel();
     let off = dst.layout.offset();
     let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + n];
+    if let Opnd::Strided(s, l) = a {
+        let r = l.rank();
+        let st = l.strides();
+        if r >= 2 && st[r - 1] != 1 && st[r - 2] < st[r - 1] {
+            copy_tiled(par, s, l, d);
+            return Ok(());
+        }
+    }
     run1(par, a, d, |d, a| match a {
         Arg::S(a) => d.copy_from_slice(a),
         Arg::K(v) => d.fill(v),
         Arg::D => {}
     });
     Ok(())
+}
+
+/// Side of the square tiles of [`copy_tiled`].
+const TILE: usize = 32;
+
+/// `d = src` (row-major) for a source whose last two dims are transposed
+/// (the inner dim has the larger stride): copies TILE x TILE tiles so
+/// both the reads and the writes stay within a few cache lines per row,
+/// instead of striding through memory once per element.
+fn copy_tiled<T: Copy + Send + Sync>(par: &Par<'_>, src: &[T], l: &Layout, d: &mut [T]) {
+    let r = l.rank();
+    let (shape, st) = (l.shape(), l.strides());
+    let (rows, cols) = (shape[r - 2], shape[r - 1]);
+    let (s0, s1) = (st[r - 2], st[r - 1]);
+    let outer = &shape[..r - 2];
+    let outer_st = &st[..r - 2];
+    par.for_rows(d, cols, |row0, chunk| {
+        let nrows = chunk.len() / cols;
+        let mut i = 0;
+        while i < nrows {
+            let g = row0 + i; // global row: batch * rows + row in matrix
+            let (b, ri) = (g / rows, g % rows);
+            let base = l.offset() + offset_of(b, outer, outer_st);
+            let th = TILE.min(rows - ri).min(nrows - i);
+            for j0 in (0..cols).step_by(TILE) {
+                let tw = TILE.min(cols - j0);
+                for ii in 0..th {
+                    let drow = &mut chunk[(i + ii) * cols + j0..(i + ii) * cols + j0 + tw];
+                    let p = base + (ri + ii) * s0 + j0 * s1;
+                    for (jj, x) in drow.iter_mut().enumerate() {
+                        *x = src[p + jj * s1];
+                    }
+                }
+            }
+            i += th;
+        }
+    });
+}
+
+/// Element offset of outer index `b` (row-major over `shape`) under `strides`.
+fn offset_of(b: usize, shape: &[usize], strides: &[usize]) -> usize {
+    let mut rest = b;
+    let mut off = 0;
+    for (&n, &s) in shape.iter().zip(strides).rev() {
+        off += (rest % n) * s;
+        rest /= n;
+    }
+    off
 }
 
 /// Sets every element; f32/f64 contiguous in parallel.

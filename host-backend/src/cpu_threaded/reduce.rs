@@ -37,7 +37,17 @@ fn sum_f64<T: Fl>(row: &[T]) -> f64 {
 /// Max (or min) of a non-empty row, NaN propagating.
 #[inline(always)]
 fn extreme<T: Fl>(row: &[T], max: bool) -> T {
-    let pick = if max { maximum::<T> } else { minimum::<T> };
+    if max {
+        fold_lanes(row, maximum::<T>)
+    } else {
+        fold_lanes(row, minimum::<T>)
+    }
+}
+
+/// Folds a non-empty row with `pick` over [`LANES`] independent lanes
+/// (`pick` is a generic parameter, not a pointer, so the loop vectorises).
+#[inline(always)]
+fn fold_lanes<T: Fl>(row: &[T], pick: impl Fn(T, T) -> T) -> T {
     let mut acc = [row[0]; LANES];
     let mut it = row.chunks_exact(LANES);
     for c in &mut it {
@@ -200,36 +210,43 @@ fn softmax_row_avx2(o: &mut [f32], log: bool) {
     softmax_row(o, log);
 }
 
-/// Softmax of one row in place: max, `exp(x - max)` and its sum in f32
-/// lanes, then one scale (or `x - max - ln(sum)` for log-softmax).
+/// Softmax of one row in place: max, `exp(x - max)` as a plain map loop
+/// (which the loop vectoriser handles), its sum over f32 lanes, then one
+/// scale; log-softmax sums the exps of 256-element blocks in a stack
+/// buffer and writes `x - max - ln(sum)`.
 #[inline(always)]
 fn softmax_row(o: &mut [f32], log: bool) {
     let m = extreme(o, true);
-    let mut acc = [0.0f32; LANES];
     if log {
-        let mut it = o.chunks_exact(LANES);
-        for c in &mut it {
-            for (a, &x) in acc.iter_mut().zip(c) {
-                *a += exp_fast(x - m);
+        let mut tmp = [0.0f32; 256];
+        let mut sum = 0.0f32;
+        for c in o.chunks(256) {
+            let t = &mut tmp[..c.len()];
+            for (t, &x) in t.iter_mut().zip(c) {
+                *t = exp_fast(x - m);
             }
+            sum += sum_lanes(t);
         }
-        let rest: f32 = it.remainder().iter().map(|&x| exp_fast(x - m)).sum();
-        let lse = m + (acc.iter().sum::<f32>() + rest).ln();
+        let lse = m + sum.ln();
         o.iter_mut().for_each(|x| *x -= lse);
     } else {
-        let mut it = o.chunks_exact_mut(LANES);
-        for c in &mut it {
-            for (a, x) in acc.iter_mut().zip(c) {
-                *x = exp_fast(*x - m);
-                *a += *x;
-            }
-        }
-        let mut rest = 0.0;
-        for x in it.into_remainder() {
+        for x in o.iter_mut() {
             *x = exp_fast(*x - m);
-            rest += *x;
         }
-        let inv = 1.0 / (acc.iter().sum::<f32>() + rest);
+        let inv = 1.0 / sum_lanes(o);
         o.iter_mut().for_each(|x| *x *= inv);
     }
+}
+
+/// Sum of f32s over [`LANES`] lanes.
+#[inline(always)]
+fn sum_lanes(v: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut it = v.chunks_exact(LANES);
+    for c in &mut it {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
 }
