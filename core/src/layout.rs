@@ -69,6 +69,11 @@ impl Layout {
         })
     }
 
+    /// Shape, strides and offset, moved out (no copies of the inline arrays).
+    pub(crate) fn into_parts(self) -> (Dims, Dims, usize) {
+        (self.shape, self.strides, self.offset)
+    }
+
     pub(crate) fn from_dims(shape: Dims, strides: Dims, offset: usize) -> Self {
         debug_assert_eq!(shape.rank(), strides.rank());
         Self {

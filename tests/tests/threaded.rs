@@ -96,6 +96,27 @@ fn ops() -> Vec<(&'static str, Op)> {
                 a.sum(&[-1], false)
             }
         }),
+        ("sum leading dim", |a, _| {
+            if a.rank() < 2 {
+                a.sum_all()
+            } else {
+                a.sum(&[0], false)
+            }
+        }),
+        ("max leading dim", |a, _| {
+            if a.rank() < 2 || a.numel() == 0 {
+                a.sum_all()
+            } else {
+                a.max_dim(0, false)
+            }
+        }),
+        ("sum two leading dims of a copy", |a, _| {
+            if a.rank() < 3 {
+                a.sum_all()
+            } else {
+                a.contiguous()?.sum(&[0, 1], false)
+            }
+        }),
         ("softmax last dim", |a, _| {
             if a.rank() == 0 {
                 a.exp()

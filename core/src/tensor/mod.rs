@@ -127,13 +127,14 @@ impl TensorImpl {
                 });
             }
         }
+        let (shape, strides, offset) = layout.into_parts();
         Ok(Self {
-            shape: layout.shape().clone(),
+            shape,
             dtype,
             placement: Lock::new(Placement {
                 storage,
-                strides: layout.strides().clone(),
-                offset: layout.offset(),
+                strides,
+                offset,
                 device,
             }),
             base,

@@ -73,15 +73,25 @@ pub(super) fn reduce(
     let rank = src.layout.rank();
     let last_only = rank > 0 && dims == [rank - 1];
     let all = dims.len() == rank && rank > 0;
+    // dims 0..k (k < rank): e.g. a bias gradient, summed over the batch
+    let leading =
+        !dims.is_empty() && dims.len() < rank && dims.iter().enumerate().all(|(i, &d)| i == d);
     let fits = src.dtype == dst.dtype
         && src.layout.is_contiguous()
         && dst.layout.is_contiguous()
         && src.layout.numel() > 0
-        && (last_only || all)
+        && (last_only || all || leading)
         && matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min)
         && !core::ptr::eq(src.storage, dst.storage);
     if !fits {
         return reference::reduce(op, src, dims, dst);
+    }
+    if leading && !all {
+        return match src.dtype {
+            DType::F32 => reduce_leading::<f32>(par, op, src, dst),
+            DType::F64 => reduce_leading::<f64>(par, op, src, dst),
+            _ => reference::reduce(op, src, dims, dst),
+        };
     }
     let row = if all {
         src.layout.numel()
@@ -137,6 +147,46 @@ fn reduce_as<T: Fl>(
         for (i, o) in out.iter_mut().enumerate() {
             let r = start + i;
             *o = one(&s[r * row..(r + 1) * row]);
+        }
+    });
+    Ok(())
+}
+
+/// Reduces the leading dims of a contiguous `[outer, inner]` source: each
+/// thread owns a run of columns and adds the rows into it (sums in f64).
+fn reduce_leading<T: Fl>(par: &Par<'_>, op: ReduceOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    let gs = src.storage.read("reduce")?;
+    let (so, n) = (src.layout.offset(), src.layout.numel());
+    let s = &cast_slice::<T>(gs.bytes())?[so..so + n];
+    let mut gd = dst.storage.write("reduce")?;
+    let (off, inner) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + inner];
+    let outer = n / inner;
+    par.for_chunks(d, |start, out| {
+        let w = out.len();
+        match op {
+            ReduceOp::Sum => {
+                let mut acc = vec![0.0f64; w];
+                for i in 0..outer {
+                    let row = &s[i * inner + start..i * inner + start + w];
+                    for (a, &x) in acc.iter_mut().zip(row) {
+                        *a += x.to_f64();
+                    }
+                }
+                for (o, a) in out.iter_mut().zip(&acc) {
+                    *o = T::from_f64(*a);
+                }
+            }
+            _ => {
+                let max = op == ReduceOp::Max;
+                out.copy_from_slice(&s[start..start + w]);
+                for i in 1..outer {
+                    let row = &s[i * inner + start..i * inner + start + w];
+                    for (o, &x) in out.iter_mut().zip(row) {
+                        *o = if max { maximum(*o, x) } else { minimum(*o, x) };
+                    }
+                }
+            }
         }
     });
     Ok(())
