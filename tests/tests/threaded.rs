@@ -358,3 +358,38 @@ fn detach_keeps_the_device_of_a_moved_tensor() {
         .unwrap();
     assert_eq!(t.detach().unwrap().device().kind(), DeviceKind::ThreadedCpu);
 }
+
+#[test]
+fn f16_matmul_equals_the_reference_within_half_precision() {
+    let (_, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(6);
+    let a = Tensor::randn(&[12, 20], DType::F32, &cpu, &mut rng).unwrap();
+    let b = Tensor::randn(&[20, 7], DType::F32, &cpu, &mut rng).unwrap();
+    let (ah, bh) = (
+        a.to_dtype(DType::F16).unwrap(),
+        b.to_dtype(DType::F16).unwrap(),
+    );
+    let want = ah.matmul(&bh).unwrap().to_dtype(DType::F32).unwrap();
+    let got = ah
+        .to_device(&dev)
+        .unwrap()
+        .matmul(
+            &bh.to_device(&dev)
+                .unwrap()
+                .t()
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .t()
+                .unwrap(),
+        )
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap();
+    assert_close(
+        &got.to_vec::<f32>().unwrap(),
+        &want.to_vec::<f32>().unwrap(),
+        1e-2,
+    );
+}
