@@ -117,6 +117,20 @@ fn ops() -> Vec<(&'static str, Op)> {
                 a.contiguous()?.sum(&[0, 1], false)
             }
         }),
+        ("argmax last dim", |a, _| {
+            if a.numel() == 0 {
+                a.sum_all()
+            } else {
+                a.argmax(-1, false)?.to_dtype(DType::F32)
+            }
+        }),
+        ("argmin last dim of a copy", |a, _| {
+            if a.numel() == 0 {
+                a.sum_all()
+            } else {
+                a.contiguous()?.argmin(-1, false)?.to_dtype(DType::F32)
+            }
+        }),
         ("softmax last dim", |a, _| {
             if a.rank() == 0 {
                 a.exp()
@@ -391,5 +405,38 @@ fn f16_matmul_equals_the_reference_within_half_precision() {
         &got.to_vec::<f32>().unwrap(),
         &want.to_vec::<f32>().unwrap(),
         1e-2,
+    );
+}
+
+#[test]
+fn argmax_picks_the_first_maximum_and_the_first_nan() {
+    let (_, dev) = backend(2, 1);
+    let x = Tensor::from_slice(
+        &[
+            1.0f32,
+            3.0,
+            3.0,
+            2.0,
+            0.0,
+            f32::NAN,
+            5.0,
+            f32::NAN,
+            -1.0,
+            -1.0,
+            -2.0,
+            -2.0,
+        ],
+        &[3, 4],
+        &dev,
+    )
+    .unwrap();
+    // row 0: first of the tied 3s; row 1: the first NaN; row 2: first max
+    assert_eq!(
+        x.argmax(-1, false).unwrap().to_vec::<i64>().unwrap(),
+        vec![1, 1, 0]
+    );
+    assert_eq!(
+        x.argmin(-1, false).unwrap().to_vec::<i64>().unwrap(),
+        vec![0, 1, 2]
     );
 }

@@ -5,9 +5,10 @@
 //! moving them between this device and the reference CPU device shares the
 //! storage instead of copying (see `Tensor::to_device`). Specialised:
 //! matmul (the `gemm` crate, strided operands read in place), f32/f64
-//! elementwise ops, copies of every dtype, last-dim and full reductions,
-//! last-dim softmax. Everything else runs the reference kernels of
-//! [`kael_core::cpu`], so results are the reference's on every layout.
+//! elementwise ops, copies of every dtype, last-dim, leading-dim and full
+//! reductions, last-dim argmax/argmin and softmax. Everything else runs the
+//! reference kernels of [`kael_core::cpu`], so results are the reference's
+//! on every layout.
 //!
 //! ```
 //! use kael_core::{Device, DeviceKind, Tensor};
@@ -262,7 +263,7 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
-        reference::reduce::arg_reduce(op, src, dim, dst)
+        reduce::arg_reduce(&self.par(), op, src, dim, dst)
     }
 
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {

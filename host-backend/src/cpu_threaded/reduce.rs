@@ -10,7 +10,7 @@
 use super::engine::{Par, cast_slice, cast_slice_mut, read_src};
 use super::float::{Fl, exp_fast, maximum, minimum};
 use kael_core::Result;
-use kael_core::backend::{Dst, ReduceOp, Src};
+use kael_core::backend::{ArgReduceOp, Dst, ReduceOp, Src};
 use kael_core::cpu::reduce as reference;
 use kael_core::dtype::DType;
 use rayon::prelude::*;
@@ -187,6 +187,63 @@ fn reduce_leading<T: Fl>(par: &Par<'_>, op: ReduceOp, src: Src<'_>, dst: Dst<'_>
                     }
                 }
             }
+        }
+    });
+    Ok(())
+}
+
+/// Index of the first max (min) along the last dim of a contiguous f32/f64
+/// source, rows in parallel; a NaN wins at its first position, as in the
+/// reference. Everything else goes to the reference kernel.
+pub(super) fn arg_reduce(
+    par: &Par<'_>,
+    op: ArgReduceOp,
+    src: Src<'_>,
+    dim: usize,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let rank = src.layout.rank();
+    let fits = rank > 0
+        && dim == rank - 1
+        && dst.dtype == DType::I64
+        && src.layout.is_contiguous()
+        && dst.layout.is_contiguous()
+        && src.layout.shape()[dim] > 0
+        && dst.layout.numel() * src.layout.shape()[dim] == src.layout.numel();
+    match src.dtype {
+        DType::F32 if fits => arg_as::<f32>(par, op, src, dst),
+        DType::F64 if fits => arg_as::<f64>(par, op, src, dst),
+        _ => reference::arg_reduce(op, src, dim, dst),
+    }
+}
+
+fn arg_as<T: Fl>(par: &Par<'_>, op: ArgReduceOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    let name = match op {
+        ArgReduceOp::ArgMax => "argmax",
+        ArgReduceOp::ArgMin => "argmin",
+    };
+    let len = src.layout.shape()[src.layout.rank() - 1];
+    let gs = src.storage.read(name)?;
+    let (so, n) = (src.layout.offset(), src.layout.numel());
+    let s = &cast_slice::<T>(gs.bytes())?[so..so + n];
+    let mut gd = dst.storage.write(name)?;
+    let (off, rows) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<i64>(gd.bytes_mut())?[off..off + rows];
+    let max = op == ArgReduceOp::ArgMax;
+    par.for_chunks(d, |start, out| {
+        for (i, o) in out.iter_mut().enumerate() {
+            let row = &s[(start + i) * len..(start + i + 1) * len];
+            let (mut best, mut idx) = (row[0], 0);
+            for (k, &x) in row.iter().enumerate().skip(1) {
+                if best.is_nan() {
+                    break;
+                }
+                if x.is_nan() || (max && x > best) || (!max && x < best) {
+                    best = x;
+                    idx = k;
+                }
+            }
+            *o = idx as i64;
         }
     });
     Ok(())
