@@ -277,6 +277,7 @@ impl Layout {
     ///
     /// # Errors
     /// Bad dims.
+    #[inline]
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Self> {
         let a = resolve_dim("transpose", dim0, self.rank())?;
         let b = resolve_dim("transpose", dim1, self.rank())?;

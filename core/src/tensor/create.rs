@@ -605,6 +605,7 @@ impl Tensor {
     }
 
     /// A new tensor over the same storage with `layout` (a view).
+    #[inline]
     pub(crate) fn make_view(&self, layout: Layout) -> Result<Tensor> {
         self.make_view_as(layout, self.dtype())
     }
@@ -614,6 +615,7 @@ impl Tensor {
     /// An empty view reads nothing, so an offset past the storage's end
     /// (`zeros(&[2, 0]).select(0, 1)`: offset 1 of 0 elements, as in
     /// PyTorch) is clamped to the end to keep INVARIANT 2 of `TensorImpl`.
+    #[inline]
     pub(crate) fn make_view_as(&self, layout: Layout, dtype: DType) -> Result<Tensor> {
         let root = self.root();
         // One lock for both; `device` is `None` unless the tensor was moved

@@ -88,6 +88,7 @@ impl TensorImpl {
     /// # Errors
     /// As [`TensorImpl::new`]; [`Error::DeviceMismatch`] for a device that
     /// cannot read the storage's bytes.
+    #[inline]
     pub(crate) fn new_on(
         storage: Shared<Storage>,
         layout: Layout,
@@ -160,6 +161,7 @@ pub struct Tensor(Shared<TensorImpl>);
 
 impl Tensor {
     /// Wraps a validated impl.
+    #[inline]
     pub(crate) fn from_impl(imp: TensorImpl) -> Self {
         Self(Shared::new(imp))
     }
