@@ -114,6 +114,12 @@ tier "README example" cargo run -p kael-host --example readme
 # The main demo in CI mode: exits non-zero unless validation loss falls by at
 # least 10% and the reloaded checkpoint reproduces it exactly.
 tier "training demo, quick" cargo run --release -p kael-host --bin kael-train -- --quick
+# The same demo on the reference CPU backend (the default is the threaded one).
+tier "training demo, quick, reference CPU" \
+    cargo run --release -p kael-host --bin kael-train -- --quick --device cpu
+# Benchmark smoke run (< 30 s): every figure of the benchmark table is
+# computed once, so the bench cannot rot. Figures are printed, never asserted.
+tier "benchmarks, quick" cargo run --release -p kael-host --bin kael-bench -- --quick
 # Firmware: installs qemu-system-arm (Debian) and llvm-tools if missing,
 # builds every example for Cortex-M4F/M0 and runs each under QEMU.
 tier "firmware under QEMU" bash scripts/firmware.sh

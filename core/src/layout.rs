@@ -69,6 +69,11 @@ impl Layout {
         })
     }
 
+    /// Shape, strides and offset, moved out (no copies of the inline arrays).
+    pub(crate) fn into_parts(self) -> (Dims, Dims, usize) {
+        (self.shape, self.strides, self.offset)
+    }
+
     pub(crate) fn from_dims(shape: Dims, strides: Dims, offset: usize) -> Self {
         debug_assert_eq!(shape.rank(), strides.rank());
         Self {
@@ -272,6 +277,7 @@ impl Layout {
     ///
     /// # Errors
     /// Bad dims.
+    #[inline]
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Self> {
         let a = resolve_dim("transpose", dim0, self.rank())?;
         let b = resolve_dim("transpose", dim1, self.rank())?;

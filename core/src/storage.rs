@@ -104,6 +104,30 @@ impl Storage {
         })
     }
 
+    /// `nbytes` initialised bytes of arbitrary value from the device's
+    /// allocator ([`Allocator::allocate_for_overwrite`]), for an output
+    /// that a kernel writes completely before anything reads it.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the allocator refuses.
+    pub(crate) fn for_overwrite(nbytes: usize, device: &Device) -> Result<Self> {
+        let allocator = device.allocator();
+        let layout =
+            MemLayout::from_size_align(nbytes, BUFFER_ALIGN).map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        let ptr = allocator.allocate_for_overwrite(layout)?;
+        Ok(Self {
+            ptr,
+            nbytes,
+            owner: Owner::Allocated { allocator, layout },
+            device: device.clone(),
+            version: Counter::new(0),
+            borrow: BorrowFlag::new(),
+        })
+    }
+
     /// Wraps bytes owned by `owner` (e.g. a memory map) without copying.
     /// The storage is read-only.
     ///
@@ -249,7 +273,8 @@ impl Storage {
 impl Drop for Storage {
     fn drop(&mut self) {
         if let Owner::Allocated { allocator, layout } = &self.owner {
-            // SAFETY: `ptr` came from `allocator.allocate_zeroed(layout)`
+            // SAFETY: `ptr` came from `allocator.allocate_zeroed(layout)` or
+            // `allocate_for_overwrite(layout)`
             // (invariant 2) and is never used after the storage drops.
             unsafe { allocator.deallocate(self.ptr, *layout) };
         }

@@ -4,11 +4,13 @@
 //! (`Tensor: Send + Sync`, per-thread grad mode) and adds zero-copy
 //! safetensors loading ([`safetensors_io`]), checkpoints, the GPT-2 model
 //! ([`gpt2`]) and tokenizer ([`tokenizer`]), the `kael` and `kael-train`
-//! binaries, and (feature `cuda`) the CUDA backend.
+//! binaries, the threaded CPU backend ([`cpu_threaded`]), and (feature
+//! `cuda`) the CUDA backend.
 
 pub use kael_core as core;
 
 pub mod checkpoint;
+pub mod cpu_threaded;
 pub mod gpt2;
 pub mod safetensors_io;
 pub mod tokenizer;

@@ -494,14 +494,17 @@ fn table() -> Vec<(&'static str, Bad, &'static str, Run)> {
 }
 
 /// A backend whose `write_bytes` is not implemented: constructors on it fail
-/// after the allocation, moves to it fail after the read.
+/// after the allocation, moves to it fail after the read. It reports device
+/// memory (though its allocator is the host's), so moves to it copy through
+/// `write_bytes`; a host-memory backend would share the storage instead
+/// (NOTE [Host-memory moves]) and never write.
 struct NoWrite;
 impl Backend for NoWrite {
     fn kind(&self) -> DeviceKind {
         DeviceKind::Custom("no-write")
     }
     fn is_host_memory(&self) -> bool {
-        true
+        false
     }
     fn allocator(&self) -> Shared<dyn Allocator> {
         Shared::new(GlobalAllocator::new())

@@ -82,6 +82,33 @@ pub trait Allocator: MaybeSendSync {
         Ok(p)
     }
 
+    /// A block whose bytes the caller will overwrite entirely before
+    /// reading any of them (the output of a kernel that writes every
+    /// element), so zeroing it would be wasted work.
+    ///
+    /// Contract: the bytes are *initialised* (never uninitialised memory,
+    /// so reading them is never undefined behaviour) but may hold any
+    /// values, e.g. a reused block's previous contents. The default is
+    /// [`Allocator::allocate_zeroed`]; a caching allocator returns reused
+    /// blocks as they are.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) when the memory is not available.
+    ///
+    /// ```
+    /// use kael_core::allocator::{Allocator, GlobalAllocator};
+    /// use core::alloc::Layout;
+    /// let a = GlobalAllocator::new();
+    /// let l = Layout::from_size_align(64, 16).unwrap();
+    /// let p = a.allocate_for_overwrite(l)?;
+    /// // SAFETY: `p` came from `a` with layout `l` and is returned once.
+    /// unsafe { a.deallocate(p, l) };
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    fn allocate_for_overwrite(&self, layout: MemLayout) -> Result<NonNull<u8>> {
+        self.allocate_zeroed(layout)
+    }
+
     /// Returns a block.
     ///
     /// # Safety

@@ -120,6 +120,28 @@ impl Tensor {
         Tensor::from_storage(storage, Layout::contiguous(shape)?, dtype)
     }
 
+    /// A contiguous tensor whose elements hold arbitrary (initialised)
+    /// values, for an op whose kernel writes every output element before
+    /// anything reads it (see [`Allocator::allocate_for_overwrite`]).
+    /// Never use it for outputs a kernel accumulates into.
+    ///
+    /// [`Allocator::allocate_for_overwrite`]: crate::allocator::Allocator::allocate_for_overwrite
+    pub(crate) fn alloc_for_overwrite(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let numel = checked_numel("alloc", shape)?;
+        let nbytes = numel
+            .checked_mul(dtype.size_in_bytes())
+            .ok_or(Error::OutOfMemory {
+                requested: usize::MAX,
+                available: None,
+            })?;
+        let storage = Shared::new(Storage::for_overwrite(nbytes, device)?);
+        Tensor::from_storage(storage, Layout::contiguous(shape)?, dtype)
+    }
+
     /// A tensor of zeros.
     ///
     /// # Errors
@@ -469,7 +491,7 @@ impl Tensor {
     /// ```
     pub fn deep_clone(&self) -> Result<Tensor> {
         let dev = self.device();
-        let out = Tensor::alloc(self.shape(), self.dtype(), &dev)?;
+        let out = Tensor::alloc_for_overwrite(self.shape(), self.dtype(), &dev)?;
         self.with_src(|s| out.with_src(|d| dev.backend().copy_strided(s, d)))?;
         crate::autograd::record(&out, &[self], || Ok(Rule::Identity))?;
         Ok(out)
@@ -515,7 +537,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let dev = self.device();
-        let out = Tensor::alloc(self.shape(), dtype, &dev)?;
+        let out = Tensor::alloc_for_overwrite(self.shape(), dtype, &dev)?;
         self.with_src(|s| out.with_src(|d| dev.backend().cast(s, d)))?;
         if dtype.is_float() {
             crate::autograd::record(&out, &[self], || Ok(Rule::ToDtype { from: self.dtype() }))?;
@@ -523,7 +545,19 @@ impl Tensor {
         Ok(out)
     }
 
-    /// A copy on `device` (`self` when already there).
+    /// The tensor on `device`: `self` when already there; a tensor over
+    /// the *same storage* when both devices are host memory (reference CPU
+    /// and threaded CPU: no copy, like PyTorch's `.to()` when no copy is
+    /// needed, so writes through one are visible through the other); else
+    /// a copy.
+    ///
+    /// NOTE [Host-memory moves]
+    /// Host-memory backends read and write the same bytes, so a move
+    /// between them only changes which backend's kernels run: the result
+    /// is a new tensor (not a view: its own autograd history, `ToDevice`
+    /// rule) with this tensor's layout over the same storage, tagged with
+    /// the new device (INVARIANT 3 of `TensorImpl`). The storage keeps its
+    /// allocator, so its bytes go back where they came from.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], backend failures.
@@ -537,6 +571,23 @@ impl Tensor {
     pub fn to_device(&self, device: &Device) -> Result<Tensor> {
         if self.device().same_as(device) {
             return Ok(self.clone());
+        }
+        if self.device().is_host_memory() && device.is_host_memory() {
+            let p = self.placement();
+            let layout = Layout::from_dims(self.dims().clone(), p.strides, p.offset);
+            let out = Tensor::from_impl(TensorImpl::new_on(
+                p.storage,
+                layout,
+                self.dtype(),
+                None,
+                Some(device.clone()),
+            )?);
+            crate::autograd::record(&out, &[self], || {
+                Ok(Rule::ToDevice {
+                    from: self.device(),
+                })
+            })?;
+            return Ok(out);
         }
         let src = self.contiguous_on_own_device()?;
         let nbytes = src.numel() * src.element_size();
@@ -589,12 +640,14 @@ impl Tensor {
             storage: p.storage,
             strides: p.strides,
             offset: p.offset,
+            device: p.device,
         });
         drop(old);
         Ok(())
     }
 
     /// A new tensor over the same storage with `layout` (a view).
+    #[inline]
     pub(crate) fn make_view(&self, layout: Layout) -> Result<Tensor> {
         self.make_view_as(layout, self.dtype())
     }
@@ -604,9 +657,15 @@ impl Tensor {
     /// An empty view reads nothing, so an offset past the storage's end
     /// (`zeros(&[2, 0]).select(0, 1)`: offset 1 of 0 elements, as in
     /// PyTorch) is clamped to the end to keep INVARIANT 2 of `TensorImpl`.
+    #[inline]
     pub(crate) fn make_view_as(&self, layout: Layout, dtype: DType) -> Result<Tensor> {
         let root = self.root();
-        let storage = self.storage();
+        // One lock for both; `device` is `None` unless the tensor was moved
+        // to another host-memory device (no reference count to bump then).
+        let (storage, device) = self
+            .0
+            .placement
+            .with(|p| (p.storage.clone(), p.device.clone()));
         let layout = if layout.shape().contains(&0) {
             let len = storage.nbytes() / dtype.size_in_bytes();
             let offset = layout.offset().min(len);
@@ -614,11 +673,12 @@ impl Tensor {
         } else {
             layout
         };
-        Ok(Tensor::from_impl(TensorImpl::new(
+        Ok(Tensor::from_impl(TensorImpl::new_on(
             storage,
             layout,
             dtype,
             Some(root),
+            device,
         )?))
     }
 }

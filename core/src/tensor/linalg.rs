@@ -104,7 +104,7 @@ fn plan(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Plan> {
 
 fn run(a: &Tensor, b: &Tensor, p: Plan) -> Result<Tensor> {
     let dev = a.device();
-    let out = Tensor::alloc(&p.out, a.dtype(), &dev)?;
+    let out = Tensor::alloc_for_overwrite(&p.out, a.dtype(), &dev)?;
     let (sa, sb, so) = (a.storage(), b.storage(), out.storage());
     let dst_layout = Layout::contiguous(&p.kernel_out)?;
     let src = |storage, layout| Src {

@@ -6,7 +6,11 @@
 //!    storage.nbytes() / dtype.size_in_bytes()` (and `offset <=` that count
 //!    when the tensor is empty). [`TensorImpl::new`] checks 1 and 2; it is
 //!    the only way an impl is made, so accessors and kernels never re-check.
-//! 3. The device is the storage's device (it is not stored twice).
+//! 3. The device is the storage's device, or another host-memory device
+//!    when both are host memory: `to_device` between two host-memory
+//!    devices (reference CPU and threaded CPU) makes a tensor over the same
+//!    storage on the new device instead of copying (see NOTE [Host-memory
+//!    moves]). Views keep their parent's device.
 //! 4. `base`, when set, is a root: a tensor whose own `base` is `None`
 //!    (never the immediate parent of a view chain). It shares `storage`
 //!    unless the root was later moved with `move_to_`.
@@ -38,12 +42,16 @@ use crate::shared::{Lock, Shared};
 use crate::storage::Storage;
 use alloc::boxed::Box;
 
-/// Storage, strides and offset: what `move_to_` swaps as one unit.
+/// Storage, strides, offset and device: what `move_to_` swaps as one unit.
 #[derive(Clone)]
 pub(crate) struct Placement {
     pub(crate) storage: Shared<Storage>,
     pub(crate) strides: Dims,
     pub(crate) offset: usize,
+    /// The device whose kernels run on this tensor when it is not the
+    /// storage's own (INVARIANT 3); `None` (the common case) costs no
+    /// reference count when a view is made.
+    pub(crate) device: Option<Device>,
 }
 
 /// What a [`Tensor`] points to. See the module's INVARIANTS.
@@ -71,6 +79,35 @@ impl TensorImpl {
         dtype: DType,
         base: Option<Tensor>,
     ) -> Result<Self> {
+        Self::new_on(storage, layout, dtype, base, None)
+    }
+
+    /// [`TensorImpl::new`] on a chosen device: `None` or the storage's own,
+    /// or another host-memory device when the storage is host memory.
+    ///
+    /// # Errors
+    /// As [`TensorImpl::new`]; [`Error::DeviceMismatch`] for a device that
+    /// cannot read the storage's bytes.
+    #[inline]
+    pub(crate) fn new_on(
+        storage: Shared<Storage>,
+        layout: Layout,
+        dtype: DType,
+        base: Option<Tensor>,
+        device: Option<Device>,
+    ) -> Result<Self> {
+        let device = match device {
+            Some(d) if d.same_as(storage.device()) => None,
+            Some(d) if d.is_host_memory() && storage.device().is_host_memory() => Some(d),
+            Some(d) => {
+                return Err(Error::DeviceMismatch {
+                    op: "TensorImpl::new",
+                    lhs: d.kind(),
+                    rhs: storage.device().kind(),
+                });
+            }
+            None => None,
+        };
         // Every tensor's element count fits in usize, so `numel()` (an
         // unchecked product) is exact wherever it is used.
         crate::shape::checked_numel("TensorImpl::new", layout.shape())?;
@@ -91,13 +128,15 @@ impl TensorImpl {
                 });
             }
         }
+        let (shape, strides, offset) = layout.into_parts();
         Ok(Self {
-            shape: layout.shape().clone(),
+            shape,
             dtype,
             placement: Lock::new(Placement {
                 storage,
-                strides: layout.strides().clone(),
-                offset: layout.offset(),
+                strides,
+                offset,
+                device,
             }),
             base,
             autograd: Lock::new(None),
@@ -122,6 +161,7 @@ pub struct Tensor(Shared<TensorImpl>);
 
 impl Tensor {
     /// Wraps a validated impl.
+    #[inline]
     pub(crate) fn from_impl(imp: TensorImpl) -> Self {
         Self(Shared::new(imp))
     }
@@ -184,9 +224,12 @@ impl Tensor {
         self.0.dtype
     }
 
-    /// The device the storage lives on.
+    /// The device whose kernels run on this tensor: the storage's device,
+    /// or another host-memory device after a zero-copy `to_device`.
     pub fn device(&self) -> Device {
-        self.0.placement.with(|p| p.storage.device().clone())
+        self.0
+            .placement
+            .with(|p| p.device.as_ref().unwrap_or(p.storage.device()).clone())
     }
 
     /// The storage.
@@ -388,23 +431,27 @@ impl core::fmt::Debug for Tensor {
 // its size is the per-view memory cost. Measured (rustc 1.95) and enforced:
 //
 //   target            Tensor  TensorImpl  Storage  Layout  Error
-//   64-bit (x86_64)      8        200        80      152     96
-//   32-bit (thumbv7em)   4        100        40       76     88
+//   64-bit (x86_64)      8        216        80      152     96
+//   32-bit (thumbv7em)   4        108        40       76     88
 //
-// PyTorch's TensorImpl budget is 26 words (208 bytes) on 64-bit. The
-// assertions below fail the build if a field change exceeds the budget.
+// TensorImpl grew by one `Device` handle (a fat pointer: 16 bytes on
+// 64-bit, 8 on 32-bit) when the device moved into `Placement` for
+// zero-copy host-memory moves (NOTE [Host-memory moves]); it was 200/100.
+// PyTorch's TensorImpl budget is 26 words (208 bytes) on 64-bit; this is
+// 27. The assertions below fail the build if a field change exceeds the
+// budget.
 const _: () = {
     use core::mem::size_of;
     assert!(size_of::<Tensor>() == size_of::<usize>());
     #[cfg(target_pointer_width = "64")]
     {
-        assert!(size_of::<TensorImpl>() <= 200);
+        assert!(size_of::<TensorImpl>() <= 216);
         assert!(size_of::<Storage>() <= 80);
         assert!(size_of::<Error>() <= 96);
     }
     #[cfg(target_pointer_width = "32")]
     {
-        assert!(size_of::<TensorImpl>() <= 100);
+        assert!(size_of::<TensorImpl>() <= 108);
         assert!(size_of::<Storage>() <= 40);
         assert!(size_of::<Error>() <= 88);
     }

@@ -22,7 +22,8 @@ impl Tensor {
             self.dtype().require_float(op.name())?;
         }
         let dev = self.device();
-        let out = Tensor::alloc(self.shape(), self.dtype(), &dev)?;
+        // The kernel writes every element: no zeroing (NOTE in `alloc_for_overwrite`).
+        let out = Tensor::alloc_for_overwrite(self.shape(), self.dtype(), &dev)?;
         self.with_src(|s| out.with_src(|d| dev.backend().unary(op, s, d)))?;
         crate::autograd::record(&out, &[self], || {
             let (need_x, need_out) = rules::unary_needs(op);
@@ -66,7 +67,7 @@ impl Tensor {
         check_binary_dtype(op, self.dtype())?;
         let (a, b) = self.broadcast_pair(op.name(), other)?;
         let dev = a.device();
-        let out = Tensor::alloc(a.shape(), a.dtype(), &dev)?;
+        let out = Tensor::alloc_for_overwrite(a.shape(), a.dtype(), &dev)?;
         a.with_src(|sa| b.with_src(|sb| out.with_src(|d| dev.backend().binary(op, sa, sb, d))))?;
         crate::autograd::record(&out, &[self, other], || {
             let (na, nb, no) = rules::binary_needs(op);
@@ -90,7 +91,7 @@ impl Tensor {
         self.same_dtype("compare", other)?;
         let (a, b) = self.broadcast_pair("compare", other)?;
         let dev = a.device();
-        let out = Tensor::alloc(a.shape(), DType::Bool, &dev)?;
+        let out = Tensor::alloc_for_overwrite(a.shape(), DType::Bool, &dev)?;
         a.with_src(|sa| b.with_src(|sb| out.with_src(|d| dev.backend().compare(op, sa, sb, d))))?;
         Ok(out)
     }
@@ -422,7 +423,7 @@ impl Tensor {
             on_false.broadcast_to(&shape)?,
         );
         let dev = self.device();
-        let out = Tensor::alloc(&shape, on_true.dtype(), &dev)?;
+        let out = Tensor::alloc_for_overwrite(&shape, on_true.dtype(), &dev)?;
         c.with_src(|sc| {
             t.with_src(|st| {
                 f.with_src(|sf| out.with_src(|d| dev.backend().where_cond(sc, st, sf, d)))

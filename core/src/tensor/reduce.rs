@@ -246,7 +246,7 @@ impl Tensor {
         self.dtype().require_float(op)?;
         let (layout, d) = self.along(op, dim)?;
         let dev = self.device();
-        let out = Tensor::alloc(self.shape(), self.dtype(), &dev)?;
+        let out = Tensor::alloc_for_overwrite(self.shape(), self.dtype(), &dev)?;
         let out_layout = Layout::contiguous(layout.shape())?;
         let (src_storage, dst_storage) = (self.storage(), out.storage());
         let s = Src {

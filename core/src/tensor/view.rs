@@ -606,6 +606,12 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn detach(&self) -> Result<Tensor> {
-        Tensor::from_storage(self.storage(), self.layout(), self.dtype())
+        Ok(Tensor::from_impl(super::TensorImpl::new_on(
+            self.storage(),
+            self.layout(),
+            self.dtype(),
+            None,
+            Some(self.device()),
+        )?))
     }
 }

@@ -3,7 +3,7 @@
 //! ```text
 //! kael inspect FILE.safetensors
 //! kael generate --model DIR --prompt TEXT [--max-tokens N] [--temperature T]
-//!               [--top-k K] [--seed S] [--device cpu|cuda]
+//!               [--top-k K] [--seed S] [--device cpu|threaded|cuda]
 //! ```
 //!
 //! `inspect` lists a file's tensors (name, dtype, shape, bytes) and how
@@ -87,8 +87,10 @@ struct GenerateArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum DeviceArg {
-    /// The CPU.
+    /// The CPU (the reference backend).
     Cpu,
+    /// The threaded CPU backend (one thread per core).
+    Threaded,
     /// The first CUDA GPU.
     Cuda,
 }
@@ -249,6 +251,7 @@ struct ModelDir {
 fn device(arg: DeviceArg) -> Result<Device> {
     match arg {
         DeviceArg::Cpu => Ok(Device::cpu()),
+        DeviceArg::Threaded => kael_host::cpu_threaded::device().map_err(Error::from),
         DeviceArg::Cuda => cuda_device(),
     }
 }

@@ -3,15 +3,38 @@
 
 use kael_core::{Device, Tensor};
 
-/// Every device available to this test run. Reference CPU always; threaded
-/// CPU and CUDA join as their backends land.
+/// The threaded CPU device with its defaults (threads = cores, the default
+/// parallel threshold): small test inputs run inline.
+pub fn threaded() -> Device {
+    kael_host::cpu_threaded::device().unwrap()
+}
+
+/// The threaded CPU device with a parallel threshold of 1 element and 2
+/// threads, so every parallel path (chunking, gathering, per-thread
+/// partial results) runs on the small inputs of the tests.
+pub fn threaded_chunked() -> Device {
+    kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .parallel_threshold(1)
+        .build()
+        .unwrap()
+}
+
+/// Every device available to this test run: the reference CPU, the
+/// threaded CPU with its defaults, and the threaded CPU with a tiny
+/// parallel threshold (CUDA runs in its own test file).
 pub fn devices() -> Vec<(&'static str, Device)> {
-    vec![("cpu", Device::cpu())]
+    vec![
+        ("cpu", Device::cpu()),
+        ("threaded_cpu", threaded()),
+        ("threaded_chunked", threaded_chunked()),
+    ]
 }
 
 /// Writes a device-parametrised test once:
-/// `test_device!(name, |dev| { ... Ok(()) });` expands into `mod name { #[test] fn cpu() }`
-/// (and one test per further device as backends land).
+/// `test_device!(name, |dev| { ... Ok(()) });` expands into
+/// `mod name { #[test] fn cpu() #[test] fn threaded_cpu() #[test] fn threaded_chunked() }`,
+/// one test per device of [`devices`].
 #[macro_export]
 macro_rules! test_device {
     ($name:ident, $body:expr) => {
@@ -22,6 +45,21 @@ macro_rules! test_device {
             fn cpu() {
                 let f: fn(&kael_core::Device) -> kael_core::Result<()> = $body;
                 f(&kael_core::Device::cpu()).unwrap();
+            }
+            #[test]
+            fn threaded_cpu() {
+                let f: fn(&kael_core::Device) -> kael_core::Result<()> = $body;
+                f(&kael_host::cpu_threaded::device().unwrap()).unwrap();
+            }
+            #[test]
+            fn threaded_chunked() {
+                let f: fn(&kael_core::Device) -> kael_core::Result<()> = $body;
+                f(&kael_host::cpu_threaded::Builder::new()
+                    .threads(2)
+                    .parallel_threshold(1)
+                    .build()
+                    .unwrap())
+                .unwrap();
             }
         }
     };

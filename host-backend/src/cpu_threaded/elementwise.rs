@@ -1,0 +1,416 @@
+//! Elementwise kernels: contiguous and broadcast-scalar fast paths written
+//! as slice loops the compiler vectorises, strided operands gathered per
+//! block, chunks spread over the pool for large outputs. f32/f64 are
+//! specialised; other dtypes and non-contiguous destinations go to the
+//! reference kernels.
+
+use super::engine::{Arg, BLOCK, Opnd, Par, cast_slice_mut, opnd, read_src};
+use super::float::{Fl, maximum, minimum};
+use kael_core::Result;
+use kael_core::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
+use kael_core::cpu::elementwise as reference;
+use kael_core::dtype::DType;
+use kael_core::layout::Layout;
+
+/// Runs `kern` over blocks of `d`, with one operand's matching block.
+fn run1<T: Copy + Send + Sync + bytemuck::Zeroable, U: Send>(
+    par: &Par<'_>,
+    a: Opnd<'_, T>,
+    d: &mut [U],
+    kern: impl Fn(&mut [U], Arg<'_, T>) + Sync,
+) {
+    par.for_chunks(d, |start, chunk| {
+        let mut ba = [T::zeroed(); BLOCK];
+        for (i, blk) in chunk.chunks_mut(BLOCK).enumerate() {
+            let s = start + i * BLOCK;
+            kern(blk, a.block(s, blk.len(), &mut ba));
+        }
+    });
+}
+
+/// Runs `kern` over blocks of `d`, with two operands' matching blocks.
+fn run2<T: Copy + Send + Sync + bytemuck::Zeroable, U: Send>(
+    par: &Par<'_>,
+    a: Opnd<'_, T>,
+    b: Opnd<'_, T>,
+    d: &mut [U],
+    kern: impl Fn(&mut [U], Arg<'_, T>, Arg<'_, T>) + Sync,
+) {
+    par.for_chunks(d, |start, chunk| {
+        let mut ba = [T::zeroed(); BLOCK];
+        let mut bb = [T::zeroed(); BLOCK];
+        for (i, blk) in chunk.chunks_mut(BLOCK).enumerate() {
+            let s = start + i * BLOCK;
+            let n = blk.len();
+            kern(blk, a.block(s, n, &mut ba), b.block(s, n, &mut bb));
+        }
+    });
+}
+
+/// `d = f(a)` over one block.
+#[inline(always)]
+fn apply1<T: Copy>(d: &mut [T], a: Arg<'_, T>, f: impl Fn(T) -> T) {
+    match a {
+        Arg::S(a) => d.iter_mut().zip(a).for_each(|(d, &a)| *d = f(a)),
+        Arg::K(a) => d.fill(f(a)),
+        Arg::D => d.iter_mut().for_each(|d| *d = f(*d)),
+    }
+}
+
+/// `d = f(a, b)` over one block; either operand may be the block itself.
+#[inline(always)]
+fn apply2<T: Copy>(d: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> T) {
+    use Arg::{D, K, S};
+    match (a, b) {
+        (S(a), S(b)) => d
+            .iter_mut()
+            .zip(a.iter().zip(b))
+            .for_each(|(d, (&a, &b))| *d = f(a, b)),
+        (S(a), K(b)) => d.iter_mut().zip(a).for_each(|(d, &a)| *d = f(a, b)),
+        (K(a), S(b)) => d.iter_mut().zip(b).for_each(|(d, &b)| *d = f(a, b)),
+        (K(a), K(b)) => d.fill(f(a, b)),
+        (D, S(b)) => d.iter_mut().zip(b).for_each(|(d, &b)| *d = f(*d, b)),
+        (S(a), D) => d.iter_mut().zip(a).for_each(|(d, &a)| *d = f(a, *d)),
+        (D, K(b)) => d.iter_mut().for_each(|d| *d = f(*d, b)),
+        (K(a), D) => d.iter_mut().for_each(|d| *d = f(a, *d)),
+        (D, D) => d.iter_mut().for_each(|d| *d = f(*d, *d)),
+    }
+}
+
+/// `d = f(a, b)` into another element type; sources are never the
+/// destination here (callers route aliasing to the reference kernel).
+#[inline(always)]
+fn apply2_to<T: Copy, U>(d: &mut [U], a: &[T], b: &[T], f: impl Fn(T, T) -> U) {
+    d.iter_mut()
+        .zip(a.iter().zip(b))
+        .for_each(|(d, (&a, &b))| *d = f(a, b));
+}
+
+/// Whether the kernels here can write `dst` (contiguous, host bytes).
+fn dst_ok(dst: &Dst<'_>) -> bool {
+    dst.layout.is_contiguous()
+}
+
+/// `dst = src` for any dtype, by element size.
+pub(super) fn copy_strided(par: &Par<'_>, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    if src.dtype != dst.dtype || !dst_ok(&dst) {
+        return reference::copy_strided(src, dst);
+    }
+    match dst.dtype.size_in_bytes() {
+        1 => copy_as::<u8>(par, src, dst),
+        2 => copy_as::<u16>(par, src, dst),
+        4 => copy_as::<u32>(par, src, dst),
+        _ => copy_as::<u64>(par, src, dst),
+    }
+}
+
+fn copy_as<T: bytemuck::Pod + Send + Sync>(
+    par: &Par<'_>,
+    src: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let ga = match read_src(&src, &dst, "copy") {
+        Ok(g) => g,
+        Err(_) => return reference::copy_strided(src, dst),
+    };
+    if ga.is_none() {
+        return Ok(()); // copying a tensor onto itself
+    }
+    let a = opnd::<T>(&ga, src.layout)?;
+    let mut gd = dst.storage.write("copy")?;
+    let n = dst.layout.numel();
+    let off = dst.layout.offset();
+    let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + n];
+    if let Opnd::Strided(s, l) = a {
+        let r = l.rank();
+        let st = l.strides();
+        if r >= 2 && st[r - 1] != 1 && st[r - 2] < st[r - 1] {
+            copy_tiled(par, s, l, d);
+            return Ok(());
+        }
+    }
+    run1(par, a, d, |d, a| match a {
+        Arg::S(a) => d.copy_from_slice(a),
+        Arg::K(v) => d.fill(v),
+        Arg::D => {}
+    });
+    Ok(())
+}
+
+/// Side of the square tiles of [`copy_tiled`].
+const TILE: usize = 32;
+
+/// `d = src` (row-major) for a source whose last two dims are transposed
+/// (the inner dim has the larger stride): copies TILE x TILE tiles so
+/// both the reads and the writes stay within a few cache lines per row,
+/// instead of striding through memory once per element.
+fn copy_tiled<T: Copy + Send + Sync>(par: &Par<'_>, src: &[T], l: &Layout, d: &mut [T]) {
+    let r = l.rank();
+    let (shape, st) = (l.shape(), l.strides());
+    let (rows, cols) = (shape[r - 2], shape[r - 1]);
+    let (s0, s1) = (st[r - 2], st[r - 1]);
+    let outer = &shape[..r - 2];
+    let outer_st = &st[..r - 2];
+    par.for_rows(d, cols, |row0, chunk| {
+        let nrows = chunk.len() / cols;
+        let mut i = 0;
+        while i < nrows {
+            let g = row0 + i; // global row: batch * rows + row in matrix
+            let (b, ri) = (g / rows, g % rows);
+            let base = l.offset() + offset_of(b, outer, outer_st);
+            let th = TILE.min(rows - ri).min(nrows - i);
+            for j0 in (0..cols).step_by(TILE) {
+                let tw = TILE.min(cols - j0);
+                for ii in 0..th {
+                    let drow = &mut chunk[(i + ii) * cols + j0..(i + ii) * cols + j0 + tw];
+                    let p = base + (ri + ii) * s0 + j0 * s1;
+                    for (jj, x) in drow.iter_mut().enumerate() {
+                        *x = src[p + jj * s1];
+                    }
+                }
+            }
+            i += th;
+        }
+    });
+}
+
+/// Element offset of outer index `b` (row-major over `shape`) under `strides`.
+fn offset_of(b: usize, shape: &[usize], strides: &[usize]) -> usize {
+    let mut rest = b;
+    let mut off = 0;
+    for (&n, &s) in shape.iter().zip(strides).rev() {
+        off += (rest % n) * s;
+        rest /= n;
+    }
+    off
+}
+
+/// Sets every element; f32/f64 contiguous in parallel.
+pub(super) fn fill(par: &Par<'_>, dst: Dst<'_>, value: f64) -> Result<()> {
+    match dst.dtype {
+        DType::F32 if dst_ok(&dst) => fill_as::<f32>(par, dst, value as f32),
+        DType::F64 if dst_ok(&dst) => fill_as::<f64>(par, dst, value),
+        _ => reference::fill(dst, value),
+    }
+}
+
+fn fill_as<T: bytemuck::Pod + Send + Sync>(par: &Par<'_>, dst: Dst<'_>, v: T) -> Result<()> {
+    let mut gd = dst.storage.write("fill")?;
+    let (off, n) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + n];
+    par.for_chunks(d, |_, c| c.fill(v));
+    Ok(())
+}
+
+/// `dst = op(src)`.
+pub(super) fn unary(par: &Par<'_>, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    if src.dtype != dst.dtype || !dst_ok(&dst) {
+        return reference::unary(op, src, dst);
+    }
+    match dst.dtype {
+        DType::F32 => unary_as::<f32>(par, op, src, dst),
+        DType::F64 => unary_as::<f64>(par, op, src, dst),
+        _ => reference::unary(op, src, dst),
+    }
+}
+
+fn unary_as<T: Fl>(par: &Par<'_>, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    let name = op.name();
+    let ga = match read_src(&src, &dst, name) {
+        Ok(g) => g,
+        Err(_) => return reference::unary(op, src, dst),
+    };
+    let a = opnd::<T>(&ga, src.layout)?;
+    let mut gd = dst.storage.write(name)?;
+    let (off, n) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + n];
+    macro_rules! go {
+        ($f:expr) => {
+            run1(par, a, d, |d, a| apply1(d, a, $f))
+        };
+    }
+    let (z, one) = (T::ZERO, T::ONE);
+    match op {
+        UnaryOp::Neg => go!(|x: T| -x),
+        UnaryOp::Abs => go!(|x: T| x.abs()),
+        UnaryOp::Exp => go!(|x: T| x.exp()),
+        UnaryOp::Log => go!(|x: T| x.ln()),
+        UnaryOp::Sqrt => go!(|x: T| x.sqrt()),
+        UnaryOp::Sqr => go!(|x: T| x * x),
+        UnaryOp::Recip => go!(|x: T| one / x),
+        UnaryOp::Tanh => go!(|x: T| x.tanh()),
+        UnaryOp::Sigmoid => go!(|x: T| x.sigmoid()),
+        UnaryOp::Relu => go!(|x: T| if x > z || x.is_nan() { x } else { z }),
+        UnaryOp::Gelu => {
+            let (half, r) = (
+                T::from_f64(0.5),
+                T::from_f64(core::f64::consts::FRAC_1_SQRT_2),
+            );
+            go!(|x: T| half * x * (one + (x * r).erf()))
+        }
+        UnaryOp::GeluTanh => {
+            let (half, c) = (T::from_f64(0.5), T::from_f64(0.797_884_560_802_865_4));
+            let k = T::from_f64(0.044715);
+            go!(|x: T| half * x * (one + (c * (x + k * x * x * x)).tanh()))
+        }
+        UnaryOp::Silu => go!(|x: T| x * x.sigmoid()),
+        UnaryOp::Sin => go!(|x: T| x.sin()),
+        UnaryOp::Cos => go!(|x: T| x.cos()),
+        UnaryOp::Powf(p) => go!(|x: T| T::from_f64(libm::pow(x.to_f64(), p))),
+        UnaryOp::Clamp(lo, hi) => {
+            let lo = lo.map(T::from_f64);
+            let hi = hi.map(T::from_f64);
+            go!(|x: T| {
+                let mut y = x;
+                if let Some(l) = lo {
+                    if y < l {
+                        y = l;
+                    }
+                }
+                if let Some(h) = hi {
+                    if y > h {
+                        y = h;
+                    }
+                }
+                y
+            })
+        }
+        UnaryOp::Affine { mul, add } => go!(|x: T| T::from_f64(x.to_f64() * mul + add)),
+        UnaryOp::Step => go!(|x: T| if x > z { one } else { z }),
+        UnaryOp::Sign => go!(|x: T| if x > z {
+            one
+        } else if x < z {
+            -one
+        } else {
+            x
+        }),
+        UnaryOp::Erf => go!(|x: T| x.erf()),
+    }
+    Ok(())
+}
+
+/// `dst = op(lhs, rhs)`.
+pub(super) fn binary(
+    par: &Par<'_>,
+    op: BinaryOp,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let same = lhs.dtype == dst.dtype && rhs.dtype == dst.dtype;
+    if !same || !dst_ok(&dst) {
+        return reference::binary(op, lhs, rhs, dst);
+    }
+    match dst.dtype {
+        DType::F32 => binary_as::<f32>(par, op, lhs, rhs, dst),
+        DType::F64 => binary_as::<f64>(par, op, lhs, rhs, dst),
+        _ => reference::binary(op, lhs, rhs, dst),
+    }
+}
+
+fn binary_as<T: Fl>(
+    par: &Par<'_>,
+    op: BinaryOp,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let name = op.name();
+    let (ga, gb) = match (read_src(&lhs, &dst, name), read_src(&rhs, &dst, name)) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => return reference::binary(op, lhs, rhs, dst),
+    };
+    let a = opnd::<T>(&ga, lhs.layout)?;
+    let b = opnd::<T>(&gb, rhs.layout)?;
+    let mut gd = dst.storage.write(name)?;
+    let (off, n) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + n];
+    macro_rules! go {
+        ($f:expr) => {
+            run2(par, a, b, d, |d, a, b| apply2(d, a, b, $f))
+        };
+    }
+    match op {
+        BinaryOp::Add => go!(|x: T, y: T| x + y),
+        BinaryOp::Sub => go!(|x: T, y: T| x - y),
+        BinaryOp::Mul => go!(|x: T, y: T| x * y),
+        BinaryOp::Div => go!(|x: T, y: T| x / y),
+        BinaryOp::Maximum => go!(maximum::<T>),
+        BinaryOp::Minimum => go!(minimum::<T>),
+        BinaryOp::Pow => go!(|x: T, y: T| T::from_f64(libm::pow(x.to_f64(), y.to_f64()))),
+    }
+    Ok(())
+}
+
+/// `dst = lhs op rhs` into `Bool`.
+pub(super) fn compare(
+    par: &Par<'_>,
+    op: CmpOp,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let ok = lhs.dtype == rhs.dtype && dst.dtype == DType::Bool && dst_ok(&dst);
+    match lhs.dtype {
+        DType::F32 if ok => compare_as::<f32>(par, op, lhs, rhs, dst),
+        DType::F64 if ok => compare_as::<f64>(par, op, lhs, rhs, dst),
+        _ => reference::compare(op, lhs, rhs, dst),
+    }
+}
+
+fn compare_as<T: Fl>(
+    par: &Par<'_>,
+    op: CmpOp,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let (ga, gb) = match (
+        read_src(&lhs, &dst, "compare"),
+        read_src(&rhs, &dst, "compare"),
+    ) {
+        (Ok(Some(a)), Ok(Some(b))) => (Some(a), Some(b)),
+        _ => return reference::compare(op, lhs, rhs, dst),
+    };
+    let a = opnd::<T>(&ga, lhs.layout)?;
+    let b = opnd::<T>(&gb, rhs.layout)?;
+    let mut gd = dst.storage.write("compare")?;
+    let (off, n) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<u8>(gd.bytes_mut())?[off..off + n];
+    macro_rules! go {
+        ($f:expr) => {
+            par.for_chunks(d, |start, chunk| {
+                let (mut ba, mut bb) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
+                let (mut ka, mut kb) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
+                for (i, blk) in chunk.chunks_mut(BLOCK).enumerate() {
+                    let (s, m) = (start + i * BLOCK, blk.len());
+                    let x = slice_of(a.block(s, m, &mut ba), &mut ka[..m]);
+                    let y = slice_of(b.block(s, m, &mut bb), &mut kb[..m]);
+                    apply2_to(blk, x, y, $f);
+                }
+            })
+        };
+    }
+    match op {
+        CmpOp::Eq => go!(|x: T, y: T| u8::from(x == y)),
+        CmpOp::Ne => go!(|x: T, y: T| u8::from(x != y)),
+        CmpOp::Lt => go!(|x: T, y: T| u8::from(x < y)),
+        CmpOp::Le => go!(|x: T, y: T| u8::from(x <= y)),
+        CmpOp::Gt => go!(|x: T, y: T| u8::from(x > y)),
+        CmpOp::Ge => go!(|x: T, y: T| u8::from(x >= y)),
+    }
+    Ok(())
+}
+
+/// A block as a slice: a broadcast value is spread into `spare`. (`D`
+/// never reaches here: compare's sources are never its destination.)
+fn slice_of<'a, T: Copy>(a: Arg<'a, T>, spare: &'a mut [T]) -> &'a [T] {
+    match a {
+        Arg::S(s) => s,
+        Arg::K(v) => {
+            spare.fill(v);
+            spare
+        }
+        Arg::D => &[],
+    }
+}

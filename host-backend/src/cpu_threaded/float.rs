@@ -1,0 +1,182 @@
+//! The float element types the threaded kernels specialise (f32, f64), with
+//! the reference backend's formulas (libm), so results match it.
+
+use core::ops::{Add, Div, Mul, Neg, Sub};
+
+/// f32 or f64.
+pub(super) trait Fl:
+    bytemuck::Pod
+    + Send
+    + Sync
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+    fn exp(self) -> Self;
+    fn ln(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn tanh(self) -> Self;
+    fn erf(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
+    fn abs(self) -> Self;
+    #[allow(clippy::eq_op)]
+    fn is_nan(self) -> bool {
+        self != self
+    }
+    /// The reference backend's sigmoid (stable on both sides).
+    fn sigmoid(self) -> Self {
+        if self >= Self::ZERO {
+            Self::ONE / (Self::ONE + (-self).exp())
+        } else {
+            let e = self.exp();
+            e / (Self::ONE + e)
+        }
+    }
+}
+
+macro_rules! fl {
+    ($t:ty, $exp:path, $ln:path, $sqrt:path, $tanh:path, $erf:path, $sin:path, $cos:path) => {
+        impl Fl for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn exp(self) -> Self {
+                $exp(self)
+            }
+            fn ln(self) -> Self {
+                $ln(self)
+            }
+            fn sqrt(self) -> Self {
+                $sqrt(self)
+            }
+            fn tanh(self) -> Self {
+                $tanh(self)
+            }
+            fn erf(self) -> Self {
+                $erf(self)
+            }
+            fn sin(self) -> Self {
+                $sin(self)
+            }
+            fn cos(self) -> Self {
+                $cos(self)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+        }
+    };
+}
+
+fl!(
+    f32,
+    libm::expf,
+    libm::logf,
+    libm::sqrtf,
+    libm::tanhf,
+    libm::erff,
+    libm::sinf,
+    libm::cosf
+);
+fl!(
+    f64,
+    libm::exp,
+    libm::log,
+    libm::sqrt,
+    libm::tanh,
+    libm::erf,
+    libm::sin,
+    libm::cos
+);
+
+/// `max(a, b)`, NaN propagating (branch-free enough to vectorise).
+#[inline(always)]
+pub(super) fn maximum<T: Fl>(a: T, b: T) -> T {
+    if a > b || a.is_nan() { a } else { b }
+}
+
+/// `min(a, b)`, NaN propagating.
+#[inline(always)]
+pub(super) fn minimum<T: Fl>(a: T, b: T) -> T {
+    if a < b || a.is_nan() { a } else { b }
+}
+
+/// `e^x` for f32 without a libm call, so row loops vectorise: Cephes'
+/// range reduction and degree-6 polynomial, with `2^k` built in the
+/// exponent bits. Relative error under 2 ulp on `[-87, 88]`; inputs below
+/// -87 (where the result would be subnormal) give exactly 0, so
+/// `exp(-inf) == 0`; NaN stays NaN.
+#[inline(always)]
+pub(super) fn exp_fast(x: f32) -> f32 {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
+    let x_in = x;
+    let x = x.clamp(-87.0, 88.0);
+    let kf = x * LOG2E + MAGIC;
+    let k = kf.to_bits().wrapping_sub(MAGIC.to_bits()) as i32;
+    let kf = kf - MAGIC;
+    let r = x - kf * LN2_HI - kf * LN2_LO;
+    let p = 1.987_569_1e-4_f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 0.5;
+    let y = p * r * r + r + 1.0;
+    let scale = f32::from_bits((k.wrapping_add(127) as u32) << 23);
+    if x_in < -87.0 { 0.0 } else { y * scale }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_fast_matches_libm_within_2_ulp() {
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let (got, want) = (exp_fast(x), libm::expf(x));
+            assert!(
+                ((got - want) / want).abs() < 2.5e-7,
+                "x={x}: {got} vs {want}"
+            );
+            x += 0.0137;
+        }
+    }
+
+    #[test]
+    fn exp_fast_keeps_nan() {
+        assert!(exp_fast(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn exp_fast_of_minus_infinity_is_zero() {
+        assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_fast(-100.0), 0.0);
+    }
+
+    #[test]
+    fn maximum_propagates_nan_from_either_side() {
+        assert!(maximum(f32::NAN, 1.0).is_nan() && maximum(1.0, f32::NAN).is_nan());
+        assert!(minimum(f64::NAN, 1.0).is_nan() && minimum(1.0, f64::NAN).is_nan());
+        assert_eq!(maximum(1.0f32, 2.0), 2.0);
+    }
+}

@@ -1,0 +1,292 @@
+//! The threaded CPU backend: host memory, kernels spread over its own
+//! rayon pool for large work and run inline for small work.
+//!
+//! Tensors live in ordinary host memory ([`Backend::is_host_memory`]), so
+//! moving them between this device and the reference CPU device shares the
+//! storage instead of copying (see `Tensor::to_device`). Specialised:
+//! matmul (the `gemm` crate, strided operands read in place), f32/f64
+//! elementwise ops, copies of every dtype, last-dim, leading-dim and full
+//! reductions, last-dim argmax/argmin and softmax. Everything else runs the
+//! reference kernels of [`kael_core::cpu`], so results are the reference's
+//! on every layout.
+//!
+//! ```
+//! use kael_core::{Device, DeviceKind, Tensor};
+//! let dev = kael_host::cpu_threaded::device()?;
+//! assert_eq!(dev.kind(), DeviceKind::ThreadedCpu);
+//! let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4], &dev)?;
+//! assert_eq!(a.add(&a)?.to_vec::<f32>()?, vec![2.0, 4.0, 6.0, 8.0]);
+//! # Ok::<(), kael_core::Error>(())
+//! ```
+
+mod alloc;
+mod elementwise;
+mod engine;
+mod float;
+mod matmul;
+mod reduce;
+
+pub use alloc::{CachingAllocator, DEFAULT_CAP, MIN_CACHED, size_class};
+
+use engine::Par;
+use kael_core::allocator::Allocator;
+use kael_core::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
+use kael_core::cpu as reference;
+use kael_core::shared::Shared;
+use kael_core::storage::Storage;
+use kael_core::{Device, DeviceKind, Error, Result};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Elements below which an op runs inline on the caller's thread (the
+/// default parallel threshold): below ~32K elements a hand-off to the pool
+/// costs more than the work.
+pub const DEFAULT_THRESHOLD: usize = 1 << 15;
+
+/// A threaded CPU device with one thread per available core.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the thread pool cannot be built.
+pub fn device() -> Result<Device> {
+    Builder::new().build()
+}
+
+/// Configures a threaded CPU device.
+///
+/// ```
+/// use kael_host::cpu_threaded::Builder;
+/// let dev = Builder::new().threads(2).parallel_threshold(1).build()?;
+/// assert!(dev.is_host_memory());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Builder {
+    threads: usize,
+    threshold: usize,
+    cache_cap: usize,
+    allocator: Option<Shared<dyn Allocator>>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Builder {
+    /// Defaults: threads = available cores, [`DEFAULT_THRESHOLD`], a
+    /// [`CachingAllocator`] holding at most [`DEFAULT_CAP`] free bytes.
+    pub fn new() -> Self {
+        Self {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threshold: DEFAULT_THRESHOLD,
+            cache_cap: DEFAULT_CAP,
+            allocator: None,
+        }
+    }
+
+    /// Worker threads in the pool (at least 1).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Outputs with fewer elements than this run inline on the caller.
+    pub fn parallel_threshold(mut self, elements: usize) -> Self {
+        self.threshold = elements.max(1);
+        self
+    }
+
+    /// The most freed bytes the allocator keeps for reuse (0 disables the cache).
+    pub fn cache_cap(mut self, bytes: usize) -> Self {
+        self.cache_cap = bytes;
+        self
+    }
+
+    /// Draws tensor memory from `allocator` instead of a new
+    /// [`CachingAllocator`] (e.g. a test allocator).
+    pub fn allocator(mut self, allocator: Shared<dyn Allocator>) -> Self {
+        self.allocator = Some(allocator);
+        self
+    }
+
+    /// The backend.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the thread pool cannot be built.
+    pub fn build_backend(self) -> Result<ThreadedCpuBackend> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .thread_name(|i| format!("kael-cpu-{i}"))
+            .build()
+            .map_err(|_| Error::InvalidArgument {
+                op: "cpu_threaded::Builder::build",
+                reason: "the thread pool could not be started; try fewer threads",
+            })?;
+        let cache = Shared::new(CachingAllocator::new(self.cache_cap));
+        let allocator = self.allocator.unwrap_or_else(|| cache.clone());
+        Ok(ThreadedCpuBackend {
+            pool,
+            threads: self.threads,
+            threshold: self.threshold,
+            allocator,
+            cache,
+            dispatches: AtomicUsize::new(0),
+        })
+    }
+
+    /// A device over a new backend.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the thread pool cannot be built.
+    pub fn build(self) -> Result<Device> {
+        Ok(Device::from_backend(Shared::new(self.build_backend()?)))
+    }
+}
+
+/// The backend; see the module docs.
+pub struct ThreadedCpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+    threshold: usize,
+    allocator: Shared<dyn Allocator>,
+    cache: Shared<CachingAllocator>,
+    dispatches: AtomicUsize,
+}
+
+impl ThreadedCpuBackend {
+    /// Worker threads in the pool.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Threads the pool actually runs (rayon's count, for checking).
+    pub fn pool_threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// The parallel threshold, in output elements.
+    pub fn parallel_threshold(&self) -> usize {
+        self.threshold
+    }
+
+    /// How many times a kernel handed work to the pool so far (work below
+    /// the parallel threshold runs inline and does not count).
+    pub fn parallel_dispatches(&self) -> usize {
+        self.dispatches.load(Ordering::Relaxed)
+    }
+
+    /// The caching allocator (for its cache figures; unused when the
+    /// builder was given another allocator).
+    pub fn cache(&self) -> &CachingAllocator {
+        &self.cache
+    }
+
+    /// The index of the pool thread running the caller, `None` off the
+    /// pool (kernels below the threshold run there).
+    pub fn current_thread_index(&self) -> Option<usize> {
+        self.pool.current_thread_index()
+    }
+
+    /// Runs `f` inside the pool (for tests and benchmarks that want to
+    /// know where work lands).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
+    fn par(&self) -> Par<'_> {
+        Par {
+            pool: &self.pool,
+            threads: self.threads,
+            threshold: self.threshold,
+            dispatches: &self.dispatches,
+        }
+    }
+}
+
+impl Backend for ThreadedCpuBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::ThreadedCpu
+    }
+
+    fn is_host_memory(&self) -> bool {
+        true
+    }
+
+    fn allocator(&self) -> Shared<dyn Allocator> {
+        self.allocator.clone()
+    }
+
+    fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {
+        reference::write_host_bytes(dst, byte_offset, src)
+    }
+
+    fn read_bytes(&self, src: &Storage, byte_offset: usize, dst: &mut [u8]) -> Result<()> {
+        reference::read_host_bytes(src, byte_offset, dst)
+    }
+
+    fn copy_strided(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        elementwise::copy_strided(&self.par(), src, dst)
+    }
+
+    fn cast(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        reference::elementwise::cast(src, dst)
+    }
+
+    fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
+        elementwise::fill(&self.par(), dst, value)
+    }
+
+    fn unary(&self, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        elementwise::unary(&self.par(), op, src, dst)
+    }
+
+    fn binary(&self, op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        elementwise::binary(&self.par(), op, lhs, rhs, dst)
+    }
+
+    fn compare(&self, op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        elementwise::compare(&self.par(), op, lhs, rhs, dst)
+    }
+
+    fn where_cond(
+        &self,
+        cond: Src<'_>,
+        on_true: Src<'_>,
+        on_false: Src<'_>,
+        dst: Dst<'_>,
+    ) -> Result<()> {
+        reference::elementwise::where_cond(cond, on_true, on_false, dst)
+    }
+
+    fn reduce(&self, op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
+        reduce::reduce(&self.par(), op, src, dims, dst)
+    }
+
+    fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
+        reduce::arg_reduce(&self.par(), op, src, dim, dst)
+    }
+
+    fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
+        reduce::softmax(&self.par(), src, dim, log, dst)
+    }
+
+    fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        matmul::matmul(&self.par(), lhs, rhs, dst)
+    }
+
+    fn index_select(&self, src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        reference::index::index_select(src, dim, indices, dst)
+    }
+
+    fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        reference::index::gather(src, dim, index, dst)
+    }
+
+    fn index_add(&self, dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
+        reference::index::index_add(dst, dim, indices, src)
+    }
+
+    fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
+        reference::index::scatter_add(dst, dim, index, src)
+    }
+}

@@ -1,0 +1,442 @@
+//! The threaded CPU backend: results equal the reference CPU on every
+//! layout kind when its parallel paths run, work below the threshold stays
+//! inline, the pool has the requested size, and host-memory moves share
+//! storage.
+
+mod common;
+
+use common::assert_close;
+use kael_core::shared::Shared;
+use kael_core::{DType, Device, DeviceKind, Rng, Tensor};
+use kael_host::cpu_threaded::{Builder, ThreadedCpuBackend};
+
+fn backend(threads: usize, threshold: usize) -> (Shared<ThreadedCpuBackend>, Device) {
+    let be = Shared::new(
+        Builder::new()
+            .threads(threads)
+            .parallel_threshold(threshold)
+            .build_backend()
+            .unwrap(),
+    );
+    let dev = Device::from_backend(be.clone());
+    (be, dev)
+}
+
+/// Inputs of every layout kind, made on the reference CPU:
+/// (name, a, b) with `a` and `b` of one shape.
+fn layouts() -> Vec<(&'static str, Tensor, Tensor)> {
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(7);
+    let r = |s: &[usize], rng: &mut Rng| Tensor::randn(s, DType::F32, &cpu, rng).unwrap();
+    let big = r(&[96, 80], &mut rng);
+    let big2 = r(&[96, 80], &mut rng);
+    let r8 = r(&[2, 3, 1, 2, 2, 3, 2, 2], &mut rng);
+    let r8b = r(&[2, 3, 1, 2, 2, 3, 2, 2], &mut rng);
+    vec![
+        ("contiguous", big.clone(), big2.clone()),
+        ("transposed", big.t().unwrap(), big2.t().unwrap()),
+        (
+            "stepped slice",
+            big.slice(0, 1, 90, 3).unwrap().slice(1, 0, 80, 2).unwrap(),
+            big2.slice(0, 0, 89, 3).unwrap().slice(1, 1, 80, 2).unwrap(),
+        ),
+        (
+            "broadcast stride 0",
+            r(&[1, 80], &mut rng).expand(&[96, 80]).unwrap(),
+            big2.clone(),
+        ),
+        (
+            "scalar broadcast",
+            r(&[1, 1], &mut rng).expand(&[96, 80]).unwrap(),
+            big.t().unwrap().t().unwrap(),
+        ),
+        ("zero-size", r(&[0, 5], &mut rng), r(&[0, 5], &mut rng)),
+        (
+            "rank 0",
+            Tensor::scalar(1.5f32, &cpu).unwrap(),
+            Tensor::scalar(-2.0f32, &cpu).unwrap(),
+        ),
+        (
+            "rank 8 permuted",
+            r8.permute(&[7, 6, 5, 4, 3, 2, 1, 0]).unwrap(),
+            r8b.permute(&[7, 6, 5, 4, 3, 2, 1, 0]).unwrap(),
+        ),
+    ]
+}
+
+type Op = fn(&Tensor, &Tensor) -> kael_core::Result<Tensor>;
+
+fn ops() -> Vec<(&'static str, Op)> {
+    vec![
+        ("add", |a, b| a.add(b)),
+        ("sub", |a, b| a.sub(b)),
+        ("mul", |a, b| a.mul(b)),
+        ("div", |a, b| a.div(b)),
+        ("maximum", |a, b| a.maximum(b)),
+        ("pow", |a, b| a.abs()?.pow(b)),
+        ("exp", |a, _| a.exp()),
+        ("relu", |a, _| a.relu()),
+        ("affine", |a, _| a.affine(2.0, -1.0)),
+        ("tanh", |a, _| a.tanh()),
+        ("gelu", |a, _| a.gelu()),
+        ("lt", |a, b| a.lt(b)?.to_dtype(DType::F32)),
+        ("contiguous", |a, _| a.contiguous()),
+        ("sum all", |a, _| a.sum_all()),
+        ("max all", |a, _| {
+            if a.numel() == 0 {
+                a.sum_all()
+            } else {
+                a.max_all()
+            }
+        }),
+        ("sum last dim", |a, _| {
+            if a.rank() == 0 {
+                a.sum_all()
+            } else {
+                a.sum(&[-1], false)
+            }
+        }),
+        ("sum leading dim", |a, _| {
+            if a.rank() < 2 {
+                a.sum_all()
+            } else {
+                a.sum(&[0], false)
+            }
+        }),
+        ("max leading dim", |a, _| {
+            if a.rank() < 2 || a.numel() == 0 {
+                a.sum_all()
+            } else {
+                a.max_dim(0, false)
+            }
+        }),
+        ("sum two leading dims of a copy", |a, _| {
+            if a.rank() < 3 {
+                a.sum_all()
+            } else {
+                a.contiguous()?.sum(&[0, 1], false)
+            }
+        }),
+        ("argmax last dim", |a, _| {
+            if a.numel() == 0 {
+                a.sum_all()
+            } else {
+                a.argmax(-1, false)?.to_dtype(DType::F32)
+            }
+        }),
+        ("argmin last dim of a copy", |a, _| {
+            if a.numel() == 0 {
+                a.sum_all()
+            } else {
+                a.contiguous()?.argmin(-1, false)?.to_dtype(DType::F32)
+            }
+        }),
+        ("softmax last dim", |a, _| {
+            if a.rank() == 0 {
+                a.exp()
+            } else {
+                a.softmax(-1)
+            }
+        }),
+        ("log_softmax last dim", |a, _| {
+            if a.rank() == 0 {
+                a.exp()
+            } else {
+                a.log_softmax(-1)
+            }
+        }),
+    ]
+}
+
+#[test]
+fn parallel_paths_equal_the_reference_on_every_layout_kind() {
+    let (be, dev) = backend(2, 1);
+    for (lname, a, b) in layouts() {
+        let (ta, tb) = (a.to_device(&dev).unwrap(), b.to_device(&dev).unwrap());
+        assert_eq!(
+            ta.strides(),
+            a.strides(),
+            "{lname}: the move keeps the layout"
+        );
+        for (oname, op) in ops() {
+            let want = op(&a, &b).unwrap().to_vec::<f32>().unwrap();
+            let got = op(&ta, &tb).unwrap();
+            assert_eq!(got.device().kind(), DeviceKind::ThreadedCpu);
+            let got = got.to_vec::<f32>().unwrap();
+            std::panic::catch_unwind(|| assert_close(&got, &want, 1e-5))
+                .unwrap_or_else(|_| panic!("{oname} on {lname} layout differs"));
+        }
+    }
+    assert!(be.parallel_dispatches() > 0, "the parallel paths ran");
+}
+
+#[test]
+fn matmul_equals_the_reference_for_strided_and_batched_operands() {
+    let (_, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(3);
+    let a = Tensor::randn(&[4, 70, 33], DType::F32, &cpu, &mut rng).unwrap();
+    let b = Tensor::randn(&[4, 50, 33], DType::F32, &cpu, &mut rng).unwrap();
+    let bt = b.transpose(1, 2).unwrap();
+    let single = Tensor::randn(&[33, 50], DType::F32, &cpu, &mut rng).unwrap();
+    let cases = [
+        (a.clone(), bt.clone()),
+        (a.slice(1, 0, 70, 2).unwrap(), bt.clone()),
+        (a.clone(), single.expand(&[4, 33, 50]).unwrap()),
+    ];
+    for (x, y) in cases {
+        let want = x.matmul(&y).unwrap().to_vec::<f32>().unwrap();
+        let (tx, ty) = (x.to_device(&dev).unwrap(), y.to_device(&dev).unwrap());
+        let got = tx.matmul(&ty).unwrap().to_vec::<f32>().unwrap();
+        assert_close(&got, &want, 1e-4);
+    }
+}
+
+#[test]
+fn f64_matmul_equals_the_reference() {
+    let (_, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(4);
+    let a = Tensor::randn(&[17, 9], DType::F64, &cpu, &mut rng).unwrap();
+    let b = Tensor::randn(&[9, 13], DType::F64, &cpu, &mut rng).unwrap();
+    let want = a.matmul(&b).unwrap().to_vec::<f64>().unwrap();
+    let got = a
+        .to_device(&dev)
+        .unwrap()
+        .matmul(&b.to_device(&dev).unwrap())
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    common::assert_close64(&got, &want, 1e-12);
+}
+
+#[test]
+fn strided_matmul_allocates_only_its_output() {
+    let (_, dev) = backend(2, 1);
+    let mut rng = Rng::new(5);
+    let a = Tensor::randn(&[64, 48], DType::F32, &dev, &mut rng).unwrap();
+    let b = Tensor::randn(&[32, 48], DType::F32, &dev, &mut rng).unwrap();
+    let bt = b.t().unwrap();
+    let before = dev.allocator().stats().allocations;
+    let c = a.matmul(&bt).unwrap();
+    assert_eq!(dev.allocator().stats().allocations, before + 1);
+    assert_eq!(c.shape(), &[64, 32]);
+}
+
+#[test]
+fn the_pool_has_the_requested_thread_count() {
+    let (be, _) = backend(3, 1);
+    assert_eq!(be.threads(), 3);
+    assert_eq!(be.pool_threads(), 3);
+}
+
+#[test]
+fn a_small_add_runs_inline_without_a_hand_off() {
+    let (be, dev) = backend(2, 1 << 15);
+    let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4], &dev).unwrap();
+    let c = a.add(&a).unwrap();
+    assert_eq!(c.to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(be.parallel_dispatches(), 0);
+}
+
+#[test]
+fn a_large_add_is_handed_to_the_pool() {
+    let (be, dev) = backend(2, 1 << 15);
+    let a = Tensor::ones(&[1 << 16], DType::F32, &dev).unwrap();
+    let before = be.parallel_dispatches();
+    let c = a.add(&a).unwrap();
+    assert_eq!(be.parallel_dispatches(), before + 1);
+    assert!(c.to_vec::<f32>().unwrap().iter().all(|&x| x == 2.0));
+}
+
+#[test]
+fn in_place_add_of_a_tensor_to_itself_doubles_it() {
+    let (_, dev) = backend(2, 1);
+    let a = Tensor::arange(0.0f32, 1000.0, &dev).unwrap();
+    a.add_(&a).unwrap();
+    let want: Vec<f32> = (0..1000).map(|i| 2.0 * i as f32).collect();
+    assert_eq!(a.to_vec::<f32>().unwrap(), want);
+}
+
+#[test]
+fn in_place_mul_through_a_transposed_view_matches_the_reference() {
+    let (_, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(9);
+    let x = Tensor::randn(&[30, 20], DType::F32, &cpu, &mut rng).unwrap();
+    let y = Tensor::randn(&[20, 30], DType::F32, &cpu, &mut rng).unwrap();
+    let xt = x.deep_clone().unwrap().to_device(&dev).unwrap();
+    let want = x.t().unwrap().mul(&y).unwrap().to_vec::<f32>().unwrap();
+    let view = xt.t().unwrap();
+    view.mul_(&y.to_device(&dev).unwrap()).unwrap();
+    assert_close(&view.to_vec::<f32>().unwrap(), &want, 0.0);
+}
+
+#[test]
+fn to_device_between_host_devices_shares_storage_both_ways() {
+    let (_, dev) = backend(2, 1);
+    let a = Tensor::arange(0.0f32, 6.0, &Device::cpu()).unwrap();
+    let t = a.to_device(&dev).unwrap();
+    assert!(t.shares_storage(&a));
+    assert_eq!(t.device().kind(), DeviceKind::ThreadedCpu);
+    let back = t.to_device(&Device::cpu()).unwrap();
+    assert!(back.shares_storage(&a));
+    assert_eq!(back.device().kind(), DeviceKind::Cpu);
+    assert_eq!(back.to_vec::<f32>().unwrap(), a.to_vec::<f32>().unwrap());
+}
+
+#[test]
+fn a_write_after_a_host_move_is_visible_through_the_source() {
+    let (_, dev) = backend(2, 1);
+    let a = Tensor::zeros(&[3], DType::F32, &Device::cpu()).unwrap();
+    let t = a.to_device(&dev).unwrap();
+    t.fill_(5.0).unwrap();
+    assert_eq!(a.to_vec::<f32>().unwrap(), vec![5.0; 3]);
+    assert!(
+        a.version() > 0,
+        "one version counter: autograd sees the write"
+    );
+}
+
+#[test]
+fn views_of_a_moved_tensor_stay_on_its_device() {
+    let (_, dev) = backend(2, 1);
+    let a = Tensor::zeros(&[2, 3], DType::F32, &Device::cpu()).unwrap();
+    let t = a.to_device(&dev).unwrap();
+    assert_eq!(t.t().unwrap().device().kind(), DeviceKind::ThreadedCpu);
+    assert_eq!(
+        t.narrow(1, 0, 2).unwrap().device().kind(),
+        DeviceKind::ThreadedCpu
+    );
+}
+
+#[test]
+fn gradients_flow_back_through_a_host_move() {
+    let (_, dev) = backend(2, 1);
+    let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3], &Device::cpu())
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let y = x.to_device(&dev).unwrap().sqr().unwrap().sum_all().unwrap();
+    y.backward().unwrap();
+    let g = x.grad().unwrap();
+    assert_eq!(g.device().kind(), DeviceKind::Cpu);
+    assert_eq!(g.to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0]);
+}
+
+#[test]
+fn move_to_between_host_devices_keeps_the_storage() {
+    let (_, dev) = backend(2, 1);
+    let a = Tensor::arange(0.0f32, 4.0, &Device::cpu()).unwrap();
+    let storage = a.storage();
+    a.move_to_(&dev).unwrap();
+    assert_eq!(a.device().kind(), DeviceKind::ThreadedCpu);
+    assert!(Shared::ptr_eq(&a.storage(), &storage));
+}
+
+#[test]
+fn mixing_devices_without_a_move_is_still_an_error() {
+    let (_, dev) = backend(2, 1);
+    let a = Tensor::zeros(&[3], DType::F32, &Device::cpu()).unwrap();
+    let t = a.to_device(&dev).unwrap();
+    let e = a.add(&t).unwrap_err();
+    assert!(matches!(e, kael_core::Error::DeviceMismatch { .. }), "{e}");
+}
+
+#[test]
+fn allocating_ops_reuse_cached_blocks() {
+    let (be, dev) = backend(2, 1 << 15);
+    let a = Tensor::ones(&[1 << 20], DType::F32, &dev).unwrap();
+    drop(a.add(&a).unwrap());
+    let hits = be.cache().cache_hits();
+    let c = a.add(&a).unwrap();
+    assert_eq!(be.cache().cache_hits(), hits + 1);
+    assert!(c.to_vec::<f32>().unwrap().iter().all(|&x| x == 2.0));
+}
+
+#[test]
+fn zeros_on_a_reused_block_are_zeros() {
+    let (_, dev) = backend(2, 1 << 15);
+    let a = Tensor::full(&[1 << 20], 7.0, DType::F32, &dev).unwrap();
+    drop(a);
+    let z = Tensor::zeros(&[1 << 20], DType::F32, &dev).unwrap();
+    assert!(z.to_vec::<f32>().unwrap().iter().all(|&x| x == 0.0));
+}
+
+#[test]
+fn detach_keeps_the_device_of_a_moved_tensor() {
+    let (_, dev) = backend(2, 1);
+    let t = Tensor::zeros(&[3], DType::F32, &Device::cpu())
+        .unwrap()
+        .to_device(&dev)
+        .unwrap();
+    assert_eq!(t.detach().unwrap().device().kind(), DeviceKind::ThreadedCpu);
+}
+
+#[test]
+fn f16_matmul_equals_the_reference_within_half_precision() {
+    let (_, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(6);
+    let a = Tensor::randn(&[12, 20], DType::F32, &cpu, &mut rng).unwrap();
+    let b = Tensor::randn(&[20, 7], DType::F32, &cpu, &mut rng).unwrap();
+    let (ah, bh) = (
+        a.to_dtype(DType::F16).unwrap(),
+        b.to_dtype(DType::F16).unwrap(),
+    );
+    let want = ah.matmul(&bh).unwrap().to_dtype(DType::F32).unwrap();
+    let got = ah
+        .to_device(&dev)
+        .unwrap()
+        .matmul(
+            &bh.to_device(&dev)
+                .unwrap()
+                .t()
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .t()
+                .unwrap(),
+        )
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap();
+    assert_close(
+        &got.to_vec::<f32>().unwrap(),
+        &want.to_vec::<f32>().unwrap(),
+        1e-2,
+    );
+}
+
+#[test]
+fn argmax_picks_the_first_maximum_and_the_first_nan() {
+    let (_, dev) = backend(2, 1);
+    let x = Tensor::from_slice(
+        &[
+            1.0f32,
+            3.0,
+            3.0,
+            2.0,
+            0.0,
+            f32::NAN,
+            5.0,
+            f32::NAN,
+            -1.0,
+            -1.0,
+            -2.0,
+            -2.0,
+        ],
+        &[3, 4],
+        &dev,
+    )
+    .unwrap();
+    // row 0: first of the tied 3s; row 1: the first NaN; row 2: first max
+    assert_eq!(
+        x.argmax(-1, false).unwrap().to_vec::<i64>().unwrap(),
+        vec![1, 1, 0]
+    );
+    assert_eq!(
+        x.argmin(-1, false).unwrap().to_vec::<i64>().unwrap(),
+        vec![0, 1, 2]
+    );
+}
