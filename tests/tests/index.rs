@@ -114,6 +114,21 @@ test_device!(cat_skips_empty_parts_and_keeps_dtype, |dev: &Device| {
     Ok(())
 });
 
+// All parts empty along a non-cat dim: every piece of the output is an
+// empty view whose offset lies past the (empty) storage's end; kernels must
+// write nothing and not index there (found by the conformance suite).
+test_device!(
+    cat_of_parts_empty_along_another_dim_is_empty,
+    |dev: &Device| {
+        let a = Tensor::zeros(&[0, 3], DType::F32, dev)?;
+        let b = Tensor::zeros(&[0, 2], DType::F32, dev)?;
+        let c = Tensor::cat(&[&a, &b, &a], 1)?;
+        assert_eq!(c.shape(), &[0, 8]);
+        assert!(c.to_vec::<f32>()?.is_empty());
+        Ok(())
+    }
+);
+
 test_device!(cat_of_one_tensor_is_a_copy, |dev: &Device| {
     let a = ar(0.0, 4.0, &[2, 2], dev)?;
     let c = Tensor::cat(&[&a], 1)?;

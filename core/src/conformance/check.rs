@@ -53,18 +53,21 @@ impl<'a> Checker<'a> {
             .collect()
     }
 
-    /// Copies of `inputs` on the device under test (copies even when it is
-    /// the reference CPU itself, so an in-place op on one side cannot touch
-    /// the other side's inputs).
+    /// Copies of `inputs` on the device under test, each with its own
+    /// storage: `to_device` shares storage when it can (the same device, or
+    /// two host-memory devices: NOTE [Host-memory moves]), and then the
+    /// device's own copy kernel makes the copy, so an op on one side can
+    /// never touch the other side's inputs.
     fn on_device(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         no_grad(|| {
             inputs
                 .iter()
                 .map(|t| {
-                    if t.device().same_as(self.device) {
-                        t.deep_clone()
+                    let moved = t.to_device(self.device)?;
+                    if moved.shares_storage(t) {
+                        moved.deep_clone()
                     } else {
-                        t.to_device(self.device)
+                        Ok(moved)
                     }
                 })
                 .collect()

@@ -203,6 +203,14 @@ impl ThreadedCpuBackend {
     }
 }
 
+/// Whether a kernel has no output element to write. Empty work goes to the
+/// reference kernels: the fast paths index storage at the layout's offset,
+/// which an empty view (e.g. a zero-size piece of `cat`) may leave past the
+/// storage's end.
+fn is_empty(dst: &Dst<'_>) -> bool {
+    dst.layout.numel() == 0
+}
+
 impl Backend for ThreadedCpuBackend {
     fn kind(&self) -> DeviceKind {
         DeviceKind::ThreadedCpu
@@ -225,6 +233,9 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn copy_strided(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::elementwise::copy_strided(src, dst);
+        }
         elementwise::copy_strided(&self.par(), src, dst)
     }
 
@@ -233,18 +244,30 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::elementwise::fill(dst, value);
+        }
         elementwise::fill(&self.par(), dst, value)
     }
 
     fn unary(&self, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::elementwise::unary(op, src, dst);
+        }
         elementwise::unary(&self.par(), op, src, dst)
     }
 
     fn binary(&self, op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::elementwise::binary(op, lhs, rhs, dst);
+        }
         elementwise::binary(&self.par(), op, lhs, rhs, dst)
     }
 
     fn compare(&self, op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::elementwise::compare(op, lhs, rhs, dst);
+        }
         elementwise::compare(&self.par(), op, lhs, rhs, dst)
     }
 
@@ -259,18 +282,30 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn reduce(&self, op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::reduce::reduce(op, src, dims, dst);
+        }
         reduce::reduce(&self.par(), op, src, dims, dst)
     }
 
     fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::reduce::arg_reduce(op, src, dim, dst);
+        }
         reduce::arg_reduce(&self.par(), op, src, dim, dst)
     }
 
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::reduce::softmax(src, dim, log, dst);
+        }
         reduce::softmax(&self.par(), src, dim, log, dst)
     }
 
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
+        if is_empty(&dst) {
+            return reference::matmul::matmul(lhs, rhs, dst);
+        }
         matmul::matmul(&self.par(), lhs, rhs, dst)
     }
 
