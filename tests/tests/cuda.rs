@@ -17,14 +17,7 @@ use kael_core::{DType, Device, DeviceKind, Error, Result, Tensor, no_grad};
 
 /// CUDA device 0, or `None` after printing why the test is skipped.
 fn gpu() -> Option<Device> {
-    match kael_host::cuda::device(0) {
-        Ok(d) => Some(d),
-        Err(e) if e.is_no_gpu() && std::env::var_os("KAEL_REQUIRE_CUDA").is_none() => {
-            println!("skipped: {e}");
-            None
-        }
-        Err(e) => panic!("CUDA device 0 could not be opened: {e}"),
-    }
+    common::cuda()
 }
 
 /// `#[test] fn $name` that runs `$body` with `$dev` = CUDA device 0 (or skips).

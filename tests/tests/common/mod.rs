@@ -20,21 +20,44 @@ pub fn threaded_chunked() -> Device {
         .unwrap()
 }
 
+/// CUDA device 0 (feature `cuda`), or `None` after printing one line
+/// saying why the test is skipped. With `KAEL_REQUIRE_CUDA` set (as
+/// `scripts/gpu-check.sh` does) a missing GPU fails the test instead.
+#[cfg(feature = "cuda")]
+pub fn cuda() -> Option<Device> {
+    match kael_host::cuda::device(0) {
+        Ok(d) => Some(d),
+        Err(e) if e.is_no_gpu() && std::env::var_os("KAEL_REQUIRE_CUDA").is_none() => {
+            println!("skipped: {e}");
+            None
+        }
+        Err(e) => panic!("CUDA device 0 could not be opened: {e}"),
+    }
+}
+
 /// Every device available to this test run: the reference CPU, the
-/// threaded CPU with its defaults, and the threaded CPU with a tiny
-/// parallel threshold (CUDA runs in its own test file).
+/// threaded CPU with its defaults, the threaded CPU with a tiny parallel
+/// threshold, and CUDA device 0 when the `cuda` feature is on and a GPU is
+/// present.
 pub fn devices() -> Vec<(&'static str, Device)> {
-    vec![
+    #[allow(unused_mut)]
+    let mut devs = vec![
         ("cpu", Device::cpu()),
         ("threaded_cpu", threaded()),
         ("threaded_chunked", threaded_chunked()),
-    ]
+    ];
+    #[cfg(feature = "cuda")]
+    if let Some(d) = cuda() {
+        devs.push(("cuda", d));
+    }
+    devs
 }
 
 /// Writes a device-parametrised test once:
 /// `test_device!(name, |dev| { ... Ok(()) });` expands into
 /// `mod name { #[test] fn cpu() #[test] fn threaded_cpu() #[test] fn threaded_chunked() }`,
-/// one test per device of [`devices`].
+/// one test per device of [`devices`], plus `fn cuda()` with the `cuda`
+/// feature (which skips, printing one line, when no GPU is present).
 #[macro_export]
 macro_rules! test_device {
     ($name:ident, $body:expr) => {
@@ -60,6 +83,14 @@ macro_rules! test_device {
                     .build()
                     .unwrap())
                 .unwrap();
+            }
+            #[cfg(feature = "cuda")]
+            #[test]
+            fn cuda() {
+                let f: fn(&kael_core::Device) -> kael_core::Result<()> = $body;
+                if let Some(dev) = $crate::common::cuda() {
+                    f(&dev).unwrap();
+                }
             }
         }
     };
@@ -99,11 +130,14 @@ pub fn meta(t: &Tensor) -> (Vec<usize>, Vec<usize>, usize) {
 /// A snapshot of everything observable about a tensor, to check that a
 /// refused operation left it unchanged.
 pub fn snapshot(t: &Tensor) -> (Vec<usize>, Vec<usize>, usize, usize, Vec<u8>) {
-    let bytes = t
-        .storage()
-        .read("snapshot")
-        .map(|g| g.bytes().to_vec())
-        .unwrap_or_default();
+    // Through the backend, so device memory (CUDA) is read too.
+    let storage = t.storage();
+    let mut bytes = vec![0u8; storage.nbytes()];
+    storage
+        .device()
+        .backend()
+        .read_bytes(&storage, 0, &mut bytes)
+        .unwrap();
     (
         t.shape().to_vec(),
         t.strides().to_vec(),
