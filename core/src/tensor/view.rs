@@ -91,15 +91,18 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
         let l = self.layout().transpose(dim0, dim1)?;
-        let mut perm = Dims::new();
-        for i in 0..self.rank() {
-            perm.push(i)?;
-        }
-        perm.swap(
-            resolve_dim("transpose", dim0, self.rank())?,
-            resolve_dim("transpose", dim1, self.rank())?,
-        );
-        self.view_op(l, ViewKind::Permute(perm))
+        // The permutation is only needed when autograd records the view.
+        self.view_op_with(l, || {
+            let mut perm = Dims::new();
+            for i in 0..self.rank() {
+                perm.push(i)?;
+            }
+            perm.swap(
+                resolve_dim("transpose", dim0, self.rank())?,
+                resolve_dim("transpose", dim1, self.rank())?,
+            );
+            Ok(ViewKind::Permute(perm))
+        })
     }
 
     /// Matrix transpose: swaps the two dims of a rank-2 tensor; rank 0 and
@@ -142,11 +145,13 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
         let l = self.layout().permute(dims)?;
-        let mut perm = Dims::new();
-        for &d in dims {
-            perm.push(resolve_dim("permute", d, self.rank())?)?;
-        }
-        self.view_op(l, ViewKind::Permute(perm))
+        self.view_op_with(l, || {
+            let mut perm = Dims::new();
+            for &d in dims {
+                perm.push(resolve_dim("permute", d, self.rank())?)?;
+            }
+            Ok(ViewKind::Permute(perm))
+        })
     }
 
     /// Broadcasts to `sizes` with stride 0 (no copy); `-1` keeps a size.
@@ -583,11 +588,21 @@ impl Tensor {
     /// A view that autograd records with `kind` (views of tensors that
     /// require grad get a view node; others are plain views).
     pub(crate) fn view_op(&self, layout: Layout, kind: ViewKind) -> Result<Tensor> {
+        self.view_op_with(layout, || Ok(kind))
+    }
+
+    /// [`Tensor::view_op`] with the backward's description built only when
+    /// autograd records the view (the common no-grad path skips it).
+    pub(crate) fn view_op_with(
+        &self,
+        layout: Layout,
+        kind: impl FnOnce() -> Result<ViewKind>,
+    ) -> Result<Tensor> {
         let out = self.make_view(layout)?;
         crate::autograd::record(&out, &[self], || {
             Ok(Rule::View {
                 input_shape: self.dims().clone(),
-                kind,
+                kind: kind()?,
             })
         })?;
         Ok(out)
