@@ -473,9 +473,23 @@ impl Rule {
                 vec![Some(g.sub(&y.exp()?.mul(&g.sum(&[*dim], true)?)?)?)]
             }
             Rule::Matmul { a, b } => {
+                // ga = g @ b^T and gb = a^T @ g; each is computed in the
+                // memory order of its operand (PyTorch's mm_mat*_backward):
+                // for a transposed operand (e.g. `w.t()` in Linear) the
+                // gradient is (b @ g^T)^T or (g^T @ a)^T, a transposed view
+                // of a contiguous product, so the view's backward hands the
+                // leaf a contiguous gradient and accumulating it copies nothing.
                 let (a, b) = (a.unpack(node)?, b.unpack(node)?);
-                let ga = g.matmul(&b.transpose(-1, -2)?)?;
-                let gb = a.transpose(-1, -2)?.matmul(g)?;
+                let ga = if is_transposed(&a) {
+                    b.matmul(&g.transpose(-1, -2)?)?.transpose(-1, -2)?
+                } else {
+                    g.matmul(&b.transpose(-1, -2)?)?
+                };
+                let gb = if is_transposed(&b) {
+                    g.transpose(-1, -2)?.matmul(&a)?.transpose(-1, -2)?
+                } else {
+                    a.transpose(-1, -2)?.matmul(g)?
+                };
                 vec![Some(ga), Some(gb)]
             }
             Rule::Cat { dim, sizes } => {
@@ -806,4 +820,12 @@ fn binary_backward(
             (ga, gb)
         }
     })
+}
+
+/// Whether the last two dims of `t` are stored column-major (a transposed
+/// view of a row-major matrix): unit stride on dim -2, not on dim -1.
+fn is_transposed(t: &Tensor) -> bool {
+    let st = t.strides();
+    let r = st.len();
+    r >= 2 && st[r - 2] == 1 && st[r - 1] != 1 && t.shape()[r - 1] > 1
 }
