@@ -88,12 +88,27 @@ impl Storage {
         device: &Device,
         allocator: Shared<dyn Allocator>,
     ) -> Result<Self> {
+        Self::allocated(nbytes, device, allocator, true)
+    }
+
+    /// `nbytes` from `allocator`: zeroed, or (for an output a kernel
+    /// overwrites) initialised bytes of arbitrary value.
+    fn allocated(
+        nbytes: usize,
+        device: &Device,
+        allocator: Shared<dyn Allocator>,
+        zeroed: bool,
+    ) -> Result<Self> {
         let layout =
             MemLayout::from_size_align(nbytes, BUFFER_ALIGN).map_err(|_| Error::OutOfMemory {
                 requested: nbytes,
                 available: None,
             })?;
-        let ptr = allocator.allocate_zeroed(layout)?;
+        let ptr = if zeroed {
+            allocator.allocate_zeroed(layout)?
+        } else {
+            allocator.allocate_for_overwrite(layout)?
+        };
         Ok(Self {
             ptr,
             nbytes,
@@ -111,21 +126,7 @@ impl Storage {
     /// # Errors
     /// [`Error::OutOfMemory`] when the allocator refuses.
     pub(crate) fn for_overwrite(nbytes: usize, device: &Device) -> Result<Self> {
-        let allocator = device.allocator();
-        let layout =
-            MemLayout::from_size_align(nbytes, BUFFER_ALIGN).map_err(|_| Error::OutOfMemory {
-                requested: nbytes,
-                available: None,
-            })?;
-        let ptr = allocator.allocate_for_overwrite(layout)?;
-        Ok(Self {
-            ptr,
-            nbytes,
-            owner: Owner::Allocated { allocator, layout },
-            device: device.clone(),
-            version: Counter::new(0),
-            borrow: BorrowFlag::new(),
-        })
+        Self::allocated(nbytes, device, device.allocator(), false)
     }
 
     /// Wraps bytes owned by `owner` (e.g. a memory map) without copying.

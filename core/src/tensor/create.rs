@@ -109,6 +109,15 @@ pub(crate) fn infer_shape(op: &'static str, spec: &[isize], numel: usize) -> Res
 impl Tensor {
     /// A new contiguous, zero-filled tensor (the allocation primitive).
     pub(crate) fn alloc(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::alloc_with(shape, dtype, device, Storage::zeroed)
+    }
+
+    fn alloc_with(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+        storage: fn(usize, &Device) -> Result<Storage>,
+    ) -> Result<Tensor> {
         let numel = checked_numel("alloc", shape)?;
         let nbytes = numel
             .checked_mul(dtype.size_in_bytes())
@@ -116,7 +125,7 @@ impl Tensor {
                 requested: usize::MAX,
                 available: None,
             })?;
-        let storage = Shared::new(Storage::zeroed(nbytes, device)?);
+        let storage = Shared::new(storage(nbytes, device)?);
         Tensor::from_storage(storage, Layout::contiguous(shape)?, dtype)
     }
 
@@ -131,15 +140,7 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let numel = checked_numel("alloc", shape)?;
-        let nbytes = numel
-            .checked_mul(dtype.size_in_bytes())
-            .ok_or(Error::OutOfMemory {
-                requested: usize::MAX,
-                available: None,
-            })?;
-        let storage = Shared::new(Storage::for_overwrite(nbytes, device)?);
-        Tensor::from_storage(storage, Layout::contiguous(shape)?, dtype)
+        Tensor::alloc_with(shape, dtype, device, Storage::for_overwrite)
     }
 
     /// A tensor of zeros.
