@@ -483,3 +483,86 @@ test_device!(
         Ok(())
     }
 );
+
+// ---- what backward allocates (counted on an arena device)
+
+/// A reference-CPU device over a fresh arena, and its allocation counter.
+fn counted_device() -> (Device, impl Fn() -> usize) {
+    use kael_core::allocator::ArenaAllocator;
+    use kael_core::shared::Shared;
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; 1 << 20].into_boxed_slice());
+    let dev = Device::cpu_with_allocator(Shared::new(ArenaAllocator::<256>::new(buf)));
+    let d = dev.clone();
+    (dev, move || d.allocator().stats().allocations)
+}
+
+/// Allocations made by `backward` of `sum(x @ w.t())`, Linear's product,
+/// with `x` requiring grad or not, and optionally a hook on `w` that keeps
+/// the gradient it is shown.
+fn linear_backward_allocations(x_needs_grad: bool, hook_keeps_grad: bool) -> (usize, Tensor) {
+    let (dev, allocations) = counted_device();
+    let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &dev).unwrap();
+    let x = x.requires_grad_(x_needs_grad).unwrap();
+    let w = leaf(&[1.0; 12], &[4, 3], &dev);
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(None));
+    if hook_keeps_grad {
+        let kept = kept.clone();
+        w.register_hook(move |g| {
+            *kept.lock().unwrap() = Some(g.clone());
+            Ok(None)
+        })
+        .unwrap();
+    }
+    let y = x.mm(&w.t().unwrap()).unwrap().sum_all().unwrap();
+    let before = allocations();
+    y.backward().unwrap();
+    let n = allocations() - before;
+    drop(kept);
+    (n, w)
+}
+
+#[test]
+fn a_first_gradient_only_the_engine_holds_is_stored_without_a_copy() {
+    let (owned, w) = linear_backward_allocations(false, false);
+    let (shown, _) = linear_backward_allocations(false, true);
+    // The hook's clone makes the gradient user-visible: exactly one copy more.
+    assert_eq!(shown, owned + 1);
+    let g = w.grad().expect("a gradient");
+    assert!(!g.is_view() && g.is_contiguous() && g.storage_ref_count() == 1);
+    // d sum(x @ w^T) / dw[i, j] = sum over rows of x[:, j]
+    assert_eq!(g.to_vec::<f32>().unwrap(), [5.0, 7.0, 9.0].repeat(4));
+}
+
+#[test]
+fn a_gradient_a_hook_kept_is_not_the_stored_gradient() {
+    let (dev, _) = counted_device();
+    let w = leaf(&[1.0, 2.0], &[2], &dev);
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let k = kept.clone();
+    w.register_hook(move |g| {
+        *k.lock().unwrap() = Some(g.clone());
+        Ok(None)
+    })
+    .unwrap();
+    w.mul_scalar(3.0)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    let stored = w.grad().expect("a gradient");
+    stored.add_(&Tensor::scalar(1.0f32, &dev).unwrap()).unwrap();
+    let seen = kept.lock().unwrap().clone().expect("the hook ran");
+    assert!(!seen.shares_storage(&stored));
+    assert_eq!(seen.to_vec::<f32>().unwrap(), [3.0, 3.0]);
+    assert_eq!(stored.to_vec::<f32>().unwrap(), [4.0, 4.0]);
+}
+
+#[test]
+fn matmul_backward_computes_no_gradient_for_an_input_that_needs_none() {
+    // The seed (a one-element 1.0) and w's gradient, a product stored
+    // without a copy; nothing is computed for x.
+    assert_eq!(linear_backward_allocations(false, false).0, 2);
+    // x's gradient is one more product, also stored without a copy.
+    assert_eq!(linear_backward_allocations(true, false).0, 3);
+}

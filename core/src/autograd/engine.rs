@@ -86,7 +86,7 @@ fn run(roots: Vec<(Shared<Node>, Tensor)>, opts: BackwardOptions, run: Run) -> R
             }
             grad = Some(g);
         }
-        let outs: Vec<Option<Tensor>> = match (&grad, &node.leaf) {
+        let outs: Vec<Option<Tensor>> = match (grad, &node.leaf) {
             (None, _) => vec![None; node.next.len()],
             (Some(g), Some(leaf)) => {
                 if run.capture.is_none() {
@@ -95,6 +95,7 @@ fn run(roots: Vec<(Shared<Node>, Tensor)>, opts: BackwardOptions, run: Run) -> R
                 Vec::new()
             }
             (Some(g), None) => {
+                let g = &g;
                 let rule = node
                     .rule
                     .with(|r| if retain { r.clone() } else { r.take() });
@@ -154,8 +155,15 @@ fn apply_hooks(node: &Shared<Node>, mut g: Tensor) -> Result<Tensor> {
     Ok(g)
 }
 
-fn accumulate_into_leaf(leaf: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
-    let g = if create_graph { g.clone() } else { g.detach()? };
+fn accumulate_into_leaf(leaf: &Tensor, g: Tensor, create_graph: bool) -> Result<()> {
+    let g = if create_graph {
+        g
+    } else {
+        match g.into_owned_grad()? {
+            Ok(owned) => owned,
+            Err(g) => g.detach()?,
+        }
+    };
     // Optimistic read-modify-write: backward passes on other threads (sync
     // mode) may accumulate into this leaf at the same time, so the sum is
     // stored only if `.grad` is still the one it was computed from, and is
@@ -196,6 +204,32 @@ impl Tensor {
     /// storage so optimizers can update it in place.
     fn shares_storage_with_any_other_grad(&self) -> bool {
         self.storage_ref_count() > 1
+    }
+
+    /// This gradient as a root tensor that alone owns its storage, when
+    /// nobody else can reach that storage: the engine holds the only handle,
+    /// and the only other impl over the storage is the view's root, itself
+    /// reachable only through this view. That is the common case (a
+    /// kernel's fresh output, or a transposed view of one, as matmul's
+    /// backward hands Linear's weight), and it lets the first gradient be
+    /// stored without the copy that a possibly user-visible one needs.
+    /// `Err(self)` otherwise.
+    fn into_owned_grad(self) -> Result<core::result::Result<Tensor, Tensor>> {
+        let storage_owners = self.storage_ref_count();
+        let private = self.handle_count() == 1
+            && match self.base() {
+                None => storage_owners == 1,
+                // 2: the root held by `base()` here, and the one inside `self`.
+                Some(root) => root.handle_count() == 2 && storage_owners == 2,
+            };
+        if !private {
+            return Ok(Err(self));
+        }
+        // The root impl (if any) dies with `self`, leaving `owned` the
+        // storage's only owner.
+        let owned = self.detach()?;
+        drop(self);
+        Ok(Ok(owned))
     }
 
     /// Backpropagates from this scalar: accumulates `d self / d leaf` into

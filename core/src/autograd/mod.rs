@@ -74,6 +74,11 @@ impl Node {
         self.name
     }
 
+    /// Whether input `i` has an edge, i.e. its gradient is wanted.
+    pub(crate) fn sends_to(&self, i: usize) -> bool {
+        self.next.get(i).is_some_and(Option::is_some)
+    }
+
     /// The nodes this one sends gradients to.
     pub fn next_nodes(&self) -> impl Iterator<Item = &Shared<Node>> {
         self.next.iter().flatten()
