@@ -102,7 +102,7 @@ impl AdamCore {
         let c = self.cfg;
         let (b1, b2) = c.betas;
         no_grad(|| {
-            let mut new_params = Vec::with_capacity(self.params.len());
+            let mut decrements = Vec::with_capacity(self.params.len());
             let mut new_state = Vec::with_capacity(self.params.len());
             for (i, p) in self.params.iter().enumerate() {
                 let Some(mut g) = grad_on_device(p)? else {
@@ -127,16 +127,15 @@ impl AdamCore {
                 let bc1 = 1.0 - powi(b1, t);
                 let bc2 = 1.0 - powi(b2, t);
                 let denom = v.sqrt()?.affine(1.0 / libm::sqrt(bc2), c.eps)?;
-                let base = if c.weight_decay != 0.0 && self.decoupled {
-                    p.mul_scalar(1.0 - c.lr * c.weight_decay)?
-                } else {
-                    p.clone()
-                };
-                let new_p = base.sub(&m.div(&denom)?.mul_scalar(c.lr / bc1)?)?;
-                new_params.push((i, new_p));
+                // p·(1 - lr·wd) - step  =  p - (step + lr·wd·p)
+                let mut decrement = m.div(&denom)?.mul_scalar(c.lr / bc1)?;
+                if c.weight_decay != 0.0 && self.decoupled {
+                    decrement = decrement.add(&p.mul_scalar(c.lr * c.weight_decay)?)?;
+                }
+                decrements.push((i, decrement));
                 new_state.push((i, Moments { step: t, m, v }));
             }
-            commit(&self.params, &new_params)?;
+            commit(&self.params, &decrements)?;
             for (i, s) in new_state {
                 self.state[i] = Some(s);
             }

@@ -19,13 +19,15 @@
 //!    parameter's device, created at the first step; a state tensor found
 //!    on another device (the model moved since) is copied over first.
 //! 4. `step` runs under [`no_grad`](crate::no_grad). It first computes the
-//!    new value of every parameter and every state tensor out of place;
-//!    only when all of them exist does it write the parameters with
-//!    [`Tensor::copy_`] and swap in the new state. So an error while
-//!    computing (out of memory, a gradient on another device) leaves every
-//!    parameter and all state as they were. The commit itself is a
-//!    same-shape, same-device `copy_` per parameter, which cannot fail for
-//!    the tensors the first phase checked.
+//!    decrement of every parameter (`p_new = p - decrement`) and every new
+//!    state tensor out of place; only when all of them exist does it
+//!    subtract the decrements in place with [`Tensor::sub_`] and swap in the
+//!    new state. So an error while computing (out of memory, a gradient on
+//!    another device) leaves every parameter and all state as they were.
+//!    The commit itself is a same-shape, same-device `sub_` per parameter,
+//!    which cannot fail for the tensors the first phase checked, and it
+//!    reads and writes each parameter once (computing `p_new` out of place
+//!    and copying it in took two more passes and an allocation).
 
 mod adam;
 mod clip;
@@ -123,10 +125,11 @@ pub(crate) fn on_device_of(state: &Tensor, p: &Tensor) -> Result<Tensor> {
     state.to_device(&p.device())
 }
 
-/// Writes staged parameter values (phase 2 of NOTE [Optimizer updates]).
-pub(crate) fn commit(params: &[Tensor], staged: &[(usize, Tensor)]) -> Result<()> {
-    for (i, new) in staged {
-        params[*i].copy_(new)?;
+/// Subtracts staged decrements from their parameters (phase 2 of NOTE
+/// [Optimizer updates]).
+pub(crate) fn commit(params: &[Tensor], decrements: &[(usize, Tensor)]) -> Result<()> {
+    for (i, d) in decrements {
+        params[*i].sub_(d)?;
     }
     Ok(())
 }

@@ -125,7 +125,7 @@ impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
         let c = self.cfg;
         no_grad(|| {
-            let mut new_params = Vec::with_capacity(self.params.len());
+            let mut decrements = Vec::with_capacity(self.params.len());
             let mut new_bufs = Vec::with_capacity(self.params.len());
             for (i, p) in self.params.iter().enumerate() {
                 let Some(mut d) = grad_on_device(p)? else {
@@ -148,9 +148,9 @@ impl Optimizer for Sgd {
                     };
                     new_bufs.push((i, buf));
                 }
-                new_params.push((i, p.sub(&d.mul_scalar(c.lr)?)?));
+                decrements.push((i, d.mul_scalar(c.lr)?));
             }
-            commit(&self.params, &new_params)?;
+            commit(&self.params, &decrements)?;
             for (i, b) in new_bufs {
                 self.momentum[i] = Some(b);
             }
