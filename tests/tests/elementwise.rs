@@ -1056,3 +1056,45 @@ test_device!(operator_overloads_return_errors, |dev: &Device| {
     assert_eq!(snapshot(&a), snap);
     Ok(())
 });
+
+test_device!(sign_of_zeros_nan_and_infinities, |dev: &Device| {
+    let x = Tensor::from_slice(
+        &[
+            -2.0f32,
+            -0.0,
+            0.0,
+            3.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ],
+        &[7],
+        dev,
+    )?;
+    // torch.sign: -1, -0., 0., 1, nan, 1, -1 (zeros keep their sign bit)
+    let got = x.sign()?.to_vec::<f32>()?;
+    close(&got, &[-1.0, -0.0, 0.0, 1.0, f32::NAN, 1.0, -1.0], 0.0);
+    assert!(got[1].is_sign_negative() && got[2].is_sign_positive());
+    Ok(())
+});
+
+test_device!(
+    relu_gradient_is_one_only_where_the_input_is_positive,
+    |dev: &Device| {
+        // Random signs over more than one parallel chunk, and the edge values:
+        // torch gives relu'(0) = relu'(-0.) = 0 and relu'(nan) = 0.
+        let mut data: Vec<f32> = (0..70_000)
+            .map(|i| ((i * 7919) % 201) as f32 - 100.0)
+            .collect();
+        data[..4].copy_from_slice(&[0.0, -0.0, f32::NAN, f32::INFINITY]);
+        let x = Tensor::from_slice(&data, &[data.len()], dev)?.requires_grad_(true)?;
+        x.relu()?.sum_all()?.backward()?;
+        let g = x.grad().expect("a gradient").to_vec::<f32>()?;
+        let want: Vec<f32> = data
+            .iter()
+            .map(|&v| if v > 0.0 { 1.0 } else { 0.0 })
+            .collect();
+        assert_eq!(g, want);
+        Ok(())
+    }
+);
