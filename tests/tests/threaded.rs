@@ -193,6 +193,45 @@ fn matmul_equals_the_reference_for_strided_and_batched_operands() {
 }
 
 #[test]
+fn a_product_split_across_threads_equals_the_reference() {
+    // Each product is cut into one block of columns (wide) or rows (tall)
+    // per thread; sizes that do not divide by the thread count, operands
+    // read transposed or with a step, and batches fewer than threads.
+    let (be, dev) = backend(3, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(9);
+    let wide_a = Tensor::randn(&[40, 100], DType::F32, &cpu, &mut rng).unwrap();
+    let wide_b = Tensor::randn(&[203, 100], DType::F32, &cpu, &mut rng).unwrap();
+    let tall_a = Tensor::randn(&[300, 50], DType::F32, &cpu, &mut rng).unwrap();
+    let tall_b = Tensor::randn(&[50, 37], DType::F32, &cpu, &mut rng).unwrap();
+    let tall_at = Tensor::randn(&[50, 300], DType::F32, &cpu, &mut rng).unwrap();
+    let batch_a = Tensor::randn(&[2, 70, 64], DType::F32, &cpu, &mut rng).unwrap();
+    let batch_b = Tensor::randn(&[2, 64, 90], DType::F32, &cpu, &mut rng).unwrap();
+    let cases = [
+        ("wide, rhs transposed", wide_a.clone(), wide_b.t().unwrap()),
+        (
+            "tall, lhs with step 2",
+            tall_a.slice(0, 0, 300, 2).unwrap(),
+            tall_b.clone(),
+        ),
+        (
+            "tall, lhs transposed and narrowed",
+            tall_at.t().unwrap().narrow(0, 3, 290).unwrap(),
+            tall_b,
+        ),
+        ("2 batches on 3 threads", batch_a, batch_b),
+    ];
+    for (name, x, y) in cases {
+        let want = x.matmul(&y).unwrap().to_vec::<f32>().unwrap();
+        let before = be.parallel_dispatches();
+        let (tx, ty) = (x.to_device(&dev).unwrap(), y.to_device(&dev).unwrap());
+        let got = tx.matmul(&ty).unwrap().to_vec::<f32>().unwrap();
+        assert!(be.parallel_dispatches() > before, "{name}: ran in the pool");
+        assert_close(&got, &want, 1e-4);
+    }
+}
+
+#[test]
 fn f64_matmul_equals_the_reference() {
     let (_, dev) = backend(2, 1);
     let cpu = Device::cpu();

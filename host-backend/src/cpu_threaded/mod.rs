@@ -90,7 +90,8 @@ impl Builder {
         self
     }
 
-    /// Outputs with fewer elements than this run inline on the caller.
+    /// Outputs with fewer elements than this (for matmul: fewer
+    /// multiply-adds) run inline on the caller.
     pub fn parallel_threshold(mut self, elements: usize) -> Self {
         self.threshold = elements.max(1);
         self
