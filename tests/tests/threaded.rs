@@ -194,19 +194,20 @@ fn matmul_equals_the_reference_for_strided_and_batched_operands() {
 
 #[test]
 fn a_product_split_across_threads_equals_the_reference() {
-    // Each product is cut into one block of columns (wide) or rows (tall)
-    // per thread; sizes that do not divide by the thread count, operands
-    // read transposed or with a step, and batches fewer than threads.
+    // Each product (at least 4 MFLOP, the split's threshold) is cut into
+    // one block of columns (wide) or rows (tall) per thread; sizes that do
+    // not divide by the thread count, operands read transposed or with a
+    // step, and batches fewer than threads.
     let (be, dev) = backend(3, 1);
     let cpu = Device::cpu();
     let mut rng = Rng::new(9);
-    let wide_a = Tensor::randn(&[40, 100], DType::F32, &cpu, &mut rng).unwrap();
-    let wide_b = Tensor::randn(&[203, 100], DType::F32, &cpu, &mut rng).unwrap();
-    let tall_a = Tensor::randn(&[300, 50], DType::F32, &cpu, &mut rng).unwrap();
-    let tall_b = Tensor::randn(&[50, 37], DType::F32, &cpu, &mut rng).unwrap();
-    let tall_at = Tensor::randn(&[50, 300], DType::F32, &cpu, &mut rng).unwrap();
-    let batch_a = Tensor::randn(&[2, 70, 64], DType::F32, &cpu, &mut rng).unwrap();
-    let batch_b = Tensor::randn(&[2, 64, 90], DType::F32, &cpu, &mut rng).unwrap();
+    let wide_a = Tensor::randn(&[40, 300], DType::F32, &cpu, &mut rng).unwrap();
+    let wide_b = Tensor::randn(&[203, 300], DType::F32, &cpu, &mut rng).unwrap();
+    let tall_a = Tensor::randn(&[300, 400], DType::F32, &cpu, &mut rng).unwrap();
+    let tall_b = Tensor::randn(&[400, 37], DType::F32, &cpu, &mut rng).unwrap();
+    let tall_at = Tensor::randn(&[400, 300], DType::F32, &cpu, &mut rng).unwrap();
+    let batch_a = Tensor::randn(&[2, 70, 400], DType::F32, &cpu, &mut rng).unwrap();
+    let batch_b = Tensor::randn(&[2, 400, 90], DType::F32, &cpu, &mut rng).unwrap();
     let cases = [
         ("wide, rhs transposed", wide_a.clone(), wide_b.t().unwrap()),
         (

@@ -84,7 +84,8 @@ impl Builder {
         }
     }
 
-    /// Worker threads in the pool (at least 1).
+    /// Threads that run a parallel op, the calling thread included (at
+    /// least 1): the pool starts `n - 1` workers.
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = n.max(1);
         self
@@ -115,8 +116,11 @@ impl Builder {
     /// # Errors
     /// [`Error::InvalidArgument`] when the thread pool cannot be built.
     pub fn build_backend(self) -> Result<ThreadedCpuBackend> {
+        // The caller is one of the threads (NOTE [Caller participates] in
+        // `engine`); a 1-thread device never hands work over, and its one
+        // worker sleeps.
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.threads)
+            .num_threads(self.threads.saturating_sub(1).max(1))
             .thread_name(|i| format!("kael-cpu-{i}"))
             .build()
             .map_err(|_| Error::InvalidArgument {
@@ -155,14 +159,19 @@ pub struct ThreadedCpuBackend {
 }
 
 impl ThreadedCpuBackend {
-    /// Worker threads in the pool.
+    /// Threads that run a parallel op: the pool's workers and the caller.
     pub fn threads(&self) -> usize {
         self.threads
     }
 
-    /// Threads the pool actually runs (rayon's count, for checking).
+    /// Threads that actually run a parallel op (rayon's worker count plus
+    /// the calling thread; 1 for a 1-thread device), for checking.
     pub fn pool_threads(&self) -> usize {
-        self.pool.current_num_threads()
+        if self.threads > 1 {
+            self.pool.current_num_threads() + 1
+        } else {
+            1
+        }
     }
 
     /// The parallel threshold, in output elements.

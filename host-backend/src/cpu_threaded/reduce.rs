@@ -13,7 +13,6 @@ use kael_core::Result;
 use kael_core::backend::{ArgReduceOp, Dst, ReduceOp, Src};
 use kael_core::cpu::reduce as reference;
 use kael_core::dtype::DType;
-use rayon::prelude::*;
 
 const LANES: usize = 8;
 
@@ -130,13 +129,17 @@ fn reduce_as<T: Fl>(
         // One long row: partial results per chunk, combined in order
         // (deterministic for a given thread count).
         let chunk = n.div_ceil(par.threads * 4);
+        let piece = |i: usize| &s[i * chunk..((i + 1) * chunk).min(n)];
+        let pieces = n.div_ceil(chunk);
         let v = match op {
             ReduceOp::Sum => {
-                let parts: Vec<f64> = par.install(|| s.par_chunks(chunk).map(sum_f64).collect());
+                let mut parts = vec![0.0f64; pieces];
+                par.each_mut(&mut parts, |i, p| *p = sum_f64(piece(i)));
                 T::from_f64(parts.iter().sum())
             }
             _ => {
-                let parts: Vec<T> = par.install(|| s.par_chunks(chunk).map(one).collect());
+                let mut parts = vec![T::ZERO; pieces];
+                par.each_mut(&mut parts, |i, p| *p = one(piece(i)));
                 one(&parts)
             }
         };
