@@ -4,13 +4,13 @@
 //! slice, a broadcast scalar, the destination itself, or a strided layout
 //! gathered block by block into a small buffer.
 
-use core::ops::Range;
 use kael_core::backend::{Dst, Src};
 use kael_core::cpu::elementwise::aliases;
 use kael_core::layout::Layout;
 use kael_core::storage::ReadGuard;
 use kael_core::{Error, Result};
 use rayon::ThreadPool;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Elements per inner block: strided operands are gathered this many at a
@@ -27,15 +27,20 @@ pub(super) struct Par<'a> {
 }
 
 // NOTE [Caller participates]
-// A parallel op is cut into one run of work per thread. The calling thread
-// runs the first run itself while the pool's `threads - 1` workers run the
-// others (rayon's `in_place_scope`), and it returns when all are done. So
-// the caller never sits idle waiting for a hand-off, and after the op only
-// `threads - 1` workers spin looking for more work: with a pool of
-// `threads` workers, the spinning workers took the CPU from the next small
-// op running inline on the caller (on 2 vCPUs, the MLP step's small ops
-// ran ~1.7x slower with 2 threads than with 1). Runs are equal and static:
-// a non-worker caller does not steal, so smaller pieces would leave it idle.
+// A parallel op is cut into pieces that the calling thread and the pool's
+// `threads - 1` workers claim one at a time from a shared counter
+// (rayon's `in_place_scope`; the caller claims too, and returns when every
+// piece is done). So the caller never sits idle waiting for a hand-off,
+// and after the op only `threads - 1` workers spin looking for more work:
+// with a pool of `threads` workers, the spinning workers took the CPU from
+// the next small op running inline on the caller (on 2 vCPUs, the MLP
+// step's small ops ran ~1.7x slower with 2 threads than with 1). Claiming
+// pieces, rather than dealing one equal run to each thread, keeps a
+// thread that the machine slows down from holding up the op.
+
+/// Pieces per thread for elementwise and row work: enough for claiming to
+/// even out a slow thread, few enough that each is long.
+const PIECES_PER_THREAD: usize = 4;
 
 impl Par<'_> {
     /// Whether `n` elements of work go to the pool (else inline).
@@ -43,49 +48,63 @@ impl Par<'_> {
         self.threads > 1 && n >= self.threshold && n > 1
     }
 
-    /// Calls `f(run)` on contiguous runs covering `0..n`, one per thread,
-    /// the first on the caller (NOTE [Caller participates]).
-    pub(super) fn for_ranges(&self, n: usize, f: impl Fn(Range<usize>) + Sync) {
-        let per = n.div_ceil(self.threads).max(1);
+    /// Runs `claim` on the caller and on up to `threads - 1` workers (no
+    /// more than there are `pieces`); each call claims pieces until none
+    /// are left (NOTE [Caller participates]).
+    fn run(&self, pieces: usize, claim: impl Fn() + Sync) {
         self.dispatches.fetch_add(1, Ordering::Relaxed);
-        let f = &f;
+        let claim = &claim;
         self.pool.in_place_scope(|s| {
-            for start in (per..n).step_by(per) {
-                s.spawn(move |_| f(start..(start + per).min(n)));
+            for _ in 1..self.threads.min(pieces) {
+                s.spawn(move |_| claim());
             }
-            f(0..per.min(n));
+            claim();
         });
     }
 
-    /// Calls `f(start, chunk)` on disjoint chunks of `chunk` elements
-    /// covering `d`, `start` being the chunk's index in `d`; the first
-    /// chunk runs on the caller (NOTE [Caller participates]).
+    /// Calls `f(i)` for every `i` in `0..n`, in parallel (the caller
+    /// decided): each index is claimed by one thread.
+    pub(super) fn for_each_index(&self, n: usize, f: impl Fn(usize) + Sync) {
+        let next = AtomicUsize::new(0);
+        self.run(n, || {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                f(i);
+            }
+        });
+    }
+
+    /// Calls `f(start, chunk)` on the disjoint `chunk`-element chunks of
+    /// `d`, `start` being the chunk's index in `d`, in parallel.
     fn split<U: Send>(&self, d: &mut [U], chunk: usize, f: impl Fn(usize, &mut [U]) + Sync) {
-        self.dispatches.fetch_add(1, Ordering::Relaxed);
-        let f = &f;
         let chunk = chunk.max(1);
-        self.pool.in_place_scope(|s| {
-            let mut chunks = d.chunks_mut(chunk).enumerate();
-            let first = chunks.next();
-            for (i, c) in chunks {
-                s.spawn(move |_| f(i * chunk, c));
-            }
-            if let Some((_, c)) = first {
-                f(0, c);
+        // Each slot is taken exactly once, by the thread that claimed its
+        // index, so its lock is never contended.
+        let slots: Vec<Mutex<Option<&mut [U]>>> =
+            d.chunks_mut(chunk).map(|c| Mutex::new(Some(c))).collect();
+        self.for_each_index(slots.len(), |i| {
+            let taken = match slots[i].lock() {
+                Ok(mut slot) => slot.take(),
+                Err(poisoned) => poisoned.into_inner().take(),
+            };
+            if let Some(c) = taken {
+                f(i * chunk, c);
             }
         });
     }
 
-    /// Calls `f(start, chunk)` on disjoint chunks covering `d`, one per
-    /// thread, where `start` is the chunk's index in `d`; one inline call
-    /// below the threshold.
+    /// Calls `f(start, chunk)` on disjoint chunks covering `d`, where `start`
+    /// is the chunk's index in `d`; one inline call below the threshold.
     pub(super) fn for_chunks<U: Send>(&self, d: &mut [U], f: impl Fn(usize, &mut [U]) + Sync) {
         let n = d.len();
         if !self.parallel(n) {
             f(0, d);
             return;
         }
-        self.split(d, n.div_ceil(self.threads), f);
+        self.split(d, n.div_ceil(self.threads * PIECES_PER_THREAD), f);
     }
 
     /// Like [`Par::for_chunks`] over rows of length `row` (`d.len()` is a
@@ -101,17 +120,16 @@ impl Par<'_> {
             f(0, d);
             return;
         }
-        let per = (n / row).div_ceil(self.threads).max(1);
+        let per = (n / row).div_ceil(self.threads * PIECES_PER_THREAD).max(1);
         self.split(d, per * row, |start, c| f(start / row, c));
     }
 
-    /// Calls `f(i, &mut items[i])` for every item, the items dealt to the
-    /// threads in contiguous runs (always in parallel: the caller decided).
+    /// Calls `f(i, &mut items[i])` for every item, in parallel (the caller
+    /// decided).
     pub(super) fn each_mut<U: Send>(&self, items: &mut [U], f: impl Fn(usize, &mut U) + Sync) {
-        let per = items.len().div_ceil(self.threads);
-        self.split(items, per, |start, run| {
-            for (j, item) in run.iter_mut().enumerate() {
-                f(start + j, item);
+        self.split(items, 1, |i, one| {
+            if let [item] = one {
+                f(i, item);
             }
         });
     }

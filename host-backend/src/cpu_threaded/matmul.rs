@@ -165,7 +165,7 @@ fn gemm_as<T: bytemuck::Pod + Send + Sync + 'static>(
     let macs = m.saturating_mul(n).saturating_mul(k);
     let flops = macs.saturating_mul(2);
     if batches > 1 && batches >= par.threads && par.parallel(batches.saturating_mul(macs)) {
-        par.for_ranges(batches, |run| run.for_each(|bi| tile(bi, 0, m, 0, n)));
+        par.for_each_index(batches, |bi| tile(bi, 0, m, 0, n));
     } else if flops >= PARALLEL_FLOPS && par.parallel(macs) && m.max(n) >= 2 * MIN_SPLIT {
         // One single-threaded gemm per block of the longer output side.
         // Measured here (2 threads), this beats gemm's own Rayon mode at
@@ -174,15 +174,13 @@ fn gemm_as<T: bytemuck::Pod + Send + Sync + 'static>(
         let parts = par.threads.min(long / MIN_SPLIT).max(1);
         let step = long.div_ceil(parts);
         for bi in 0..batches {
-            par.for_ranges(parts, |run| {
-                for p in run {
-                    let start = p * step;
-                    let len = step.min(long - start);
-                    if by_cols {
-                        tile(bi, 0, m, start, len);
-                    } else {
-                        tile(bi, start, len, 0, n);
-                    }
+            par.for_each_index(parts, |p| {
+                let start = p * step;
+                let len = step.min(long - start);
+                if by_cols {
+                    tile(bi, 0, m, start, len);
+                } else {
+                    tile(bi, start, len, 0, n);
                 }
             });
         }
