@@ -6,8 +6,8 @@
 //! * feature `sync`: [`alloc::sync::Arc`] and `usize`-wide atomics, so
 //!   `Tensor: Send + Sync` (thumbv7em has no 64-bit atomics, hence `usize`).
 //!
-//! Everything else in the crate uses [`Shared`], [`Counter`], [`BorrowFlag`]
-//! and [`Lock`], never `Rc`/`Arc`/`Cell`/atomics directly.
+//! Everything else in the crate uses [`Shared`], [`Counter`], [`BorrowFlag`],
+//! [`Flag`] and [`Lock`], never `Rc`/`Arc`/`Cell`/atomics directly.
 
 #[cfg(not(feature = "sync"))]
 pub use alloc::rc::{Rc as Shared, Weak as WeakShared};
@@ -187,6 +187,49 @@ impl BorrowFlag {
     }
 }
 
+/// A boolean that other threads may read without a lock (sync mode: an
+/// `AtomicBool` with acquire loads and release stores, which thumbv6m
+/// supports; Rc mode: a `Cell`).
+#[derive(Debug, Default)]
+pub struct Flag {
+    #[cfg(not(feature = "sync"))]
+    value: core::cell::Cell<bool>,
+    #[cfg(feature = "sync")]
+    value: core::sync::atomic::AtomicBool,
+}
+
+impl Flag {
+    /// A flag holding `v`.
+    pub const fn new(v: bool) -> Self {
+        Self {
+            #[cfg(not(feature = "sync"))]
+            value: core::cell::Cell::new(v),
+            #[cfg(feature = "sync")]
+            value: core::sync::atomic::AtomicBool::new(v),
+        }
+    }
+
+    /// The current value.
+    pub fn get(&self) -> bool {
+        #[cfg(not(feature = "sync"))]
+        {
+            self.value.get()
+        }
+        #[cfg(feature = "sync")]
+        {
+            self.value.load(core::sync::atomic::Ordering::Acquire)
+        }
+    }
+
+    /// Sets the value.
+    pub fn set(&self, v: bool) {
+        #[cfg(not(feature = "sync"))]
+        self.value.set(v);
+        #[cfg(feature = "sync")]
+        self.value.store(v, core::sync::atomic::Ordering::Release);
+    }
+}
+
 /// A tiny mutual-exclusion cell for short internal critical sections.
 ///
 /// Rc mode: a [`core::cell::RefCell`]. sync mode: a spin lock. Critical
@@ -262,6 +305,14 @@ impl<T> core::fmt::Debug for Lock<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flag_reads_what_was_set() {
+        let f = Flag::new(false);
+        assert!(!f.get());
+        f.set(true);
+        assert!(f.get());
+    }
 
     #[test]
     fn counter_bumps_and_reads() {

@@ -46,7 +46,6 @@ pub(crate) struct HookFn(pub(crate) Box<dyn HookClosure>);
 /// Per-tensor autograd state (allocated only for tensors that need it).
 #[derive(Default)]
 pub(crate) struct AutogradMeta {
-    pub(crate) requires_grad: bool,
     pub(crate) grad: Option<Tensor>,
     pub(crate) grad_fn: Option<Shared<Node>>,
     pub(crate) accumulator: Option<WeakShared<Node>>,
@@ -281,7 +280,7 @@ impl Tensor {
 
     pub(crate) fn set_history(&self, node: Shared<Node>) {
         let old = self.with_meta(|m| {
-            m.requires_grad = true;
+            self.requires_grad_flag().set(true);
             m.grad_fn.replace(node)
         });
         drop(old);

@@ -647,26 +647,30 @@ impl Tensor {
         Ok(())
     }
 
-    /// A new tensor over the same storage with `layout` (a view).
-    #[inline]
-    pub(crate) fn make_view(&self, layout: Layout) -> Result<Tensor> {
-        self.make_view_as(layout, self.dtype())
-    }
-
-    /// A view with the same layout but another dtype tag (view_dtype helper).
+    /// A view whose layout `derive` computes from this tensor's, tagged
+    /// with `dtype` (view_dtype helper). The layout, storage and device are
+    /// read under one acquisition of the placement lock.
     ///
     /// An empty view reads nothing, so an offset past the storage's end
     /// (`zeros(&[2, 0]).select(0, 1)`: offset 1 of 0 elements, as in
     /// PyTorch) is clamped to the end to keep INVARIANT 2 of `TensorImpl`.
     #[inline]
-    pub(crate) fn make_view_as(&self, layout: Layout, dtype: DType) -> Result<Tensor> {
+    pub(crate) fn make_view_as(
+        &self,
+        derive: impl FnOnce(&Layout) -> Result<Layout>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        // `device` is `None` unless the tensor was moved to another
+        // host-memory device (no reference count to bump then).
+        let (layout, storage, device) = self.0.placement.with(|p| {
+            (
+                Layout::from_dims(self.0.shape.clone(), p.strides.clone(), p.offset),
+                p.storage.clone(),
+                p.device.clone(),
+            )
+        });
+        let layout = derive(&layout)?;
         let root = self.root();
-        // One lock for both; `device` is `None` unless the tensor was moved
-        // to another host-memory device (no reference count to bump then).
-        let (storage, device) = self
-            .0
-            .placement
-            .with(|p| (p.storage.clone(), p.device.clone()));
         let layout = if layout.shape().contains(&0) {
             let len = storage.nbytes() / dtype.size_in_bytes();
             let offset = layout.offset().min(len);

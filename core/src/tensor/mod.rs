@@ -38,7 +38,7 @@ use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shape::Dims;
-use crate::shared::{Lock, Shared};
+use crate::shared::{Flag, Lock, Shared};
 use crate::storage::Storage;
 use alloc::boxed::Box;
 
@@ -58,6 +58,11 @@ pub(crate) struct Placement {
 pub struct TensorImpl {
     shape: Dims,
     dtype: DType,
+    /// Whether autograd tracks this tensor: set by `requires_grad_` and when
+    /// an op records history into it. Outside `autograd`'s lock so that
+    /// every op can ask without taking a lock (most ask of tensors that
+    /// have no autograd state at all).
+    requires_grad: Flag,
     placement: Lock<Placement>,
     base: Option<Tensor>,
     autograd: Lock<Option<Box<AutogradMeta>>>,
@@ -132,6 +137,7 @@ impl TensorImpl {
         Ok(Self {
             shape,
             dtype,
+            requires_grad: Flag::new(false),
             placement: Lock::new(Placement {
                 storage,
                 strides,
@@ -314,9 +320,11 @@ impl Tensor {
 
     /// Whether autograd tracks this tensor.
     pub fn requires_grad(&self) -> bool {
-        self.0
-            .autograd
-            .with(|m| m.as_ref().is_some_and(|m| m.requires_grad))
+        self.0.requires_grad.get()
+    }
+
+    pub(crate) fn requires_grad_flag(&self) -> &Flag {
+        &self.0.requires_grad
     }
 
     /// Sets `requires_grad` and returns the handle (builder style).
@@ -333,9 +341,7 @@ impl Tensor {
                 reason: "requires_grad can only be changed on leaf tensors; call detach() to get a leaf",
             });
         }
-        self.0
-            .autograd
-            .with(|m| m.get_or_insert_with(Default::default).requires_grad = on);
+        self.0.requires_grad.set(on);
         Ok(self)
     }
 

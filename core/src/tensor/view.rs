@@ -27,10 +27,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Result<Tensor> {
         let d = resolve_dim("narrow", dim, self.rank())?;
-        self.view_op(
-            self.layout().narrow(dim, start, length)?,
-            ViewKind::Narrow(d, start),
-        )
+        self.view_op(|l| l.narrow(dim, start, length), ViewKind::Narrow(d, start))
     }
 
     /// Python slicing `[start:end:step]` along `dim` (bounds clamped,
@@ -48,7 +45,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn slice(&self, dim: isize, start: isize, end: isize, step: usize) -> Result<Tensor> {
         self.view_op(
-            self.layout().slice(dim, start, end, step)?,
+            |l| l.slice(dim, start, end, step),
             ViewKind::Replay(Replay::Slice(dim, start, end, step)),
         )
     }
@@ -66,15 +63,19 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
-        let l = self.layout().select(dim, index)?;
-        let d = resolve_dim("select", dim, self.rank())?;
-        // In range: `layout().select` checked it.
-        let i = if index < 0 {
-            self.shape()[d] - index.unsigned_abs()
-        } else {
-            index as usize
-        };
-        self.view_op(l, ViewKind::Select(d, i))
+        self.view_op_with(
+            |l| l.select(dim, index),
+            || {
+                let d = resolve_dim("select", dim, self.rank())?;
+                // In range: `Layout::select` checked it.
+                let i = if index < 0 {
+                    self.shape()[d] - index.unsigned_abs()
+                } else {
+                    index as usize
+                };
+                Ok(ViewKind::Select(d, i))
+            },
+        )
     }
 
     /// Swaps two dims.
@@ -90,19 +91,21 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
-        let l = self.layout().transpose(dim0, dim1)?;
         // The permutation is only needed when autograd records the view.
-        self.view_op_with(l, || {
-            let mut perm = Dims::new();
-            for i in 0..self.rank() {
-                perm.push(i)?;
-            }
-            perm.swap(
-                resolve_dim("transpose", dim0, self.rank())?,
-                resolve_dim("transpose", dim1, self.rank())?,
-            );
-            Ok(ViewKind::Permute(perm))
-        })
+        self.view_op_with(
+            |l| l.transpose(dim0, dim1),
+            || {
+                let mut perm = Dims::new();
+                for i in 0..self.rank() {
+                    perm.push(i)?;
+                }
+                perm.swap(
+                    resolve_dim("transpose", dim0, self.rank())?,
+                    resolve_dim("transpose", dim1, self.rank())?,
+                );
+                Ok(ViewKind::Permute(perm))
+            },
+        )
     }
 
     /// Matrix transpose: swaps the two dims of a rank-2 tensor; rank 0 and
@@ -120,7 +123,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn t(&self) -> Result<Tensor> {
         match self.rank() {
-            0 | 1 => self.view_op(self.layout(), ViewKind::Reshape),
+            0 | 1 => self.view_op(|l| Ok(l.clone()), ViewKind::Reshape),
             2 => self.transpose(0, 1),
             r => Err(Error::RankMismatch {
                 op: "t",
@@ -144,14 +147,16 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
-        let l = self.layout().permute(dims)?;
-        self.view_op_with(l, || {
-            let mut perm = Dims::new();
-            for &d in dims {
-                perm.push(resolve_dim("permute", d, self.rank())?)?;
-            }
-            Ok(ViewKind::Permute(perm))
-        })
+        self.view_op_with(
+            |l| l.permute(dims),
+            || {
+                let mut perm = Dims::new();
+                for &d in dims {
+                    perm.push(resolve_dim("permute", d, self.rank())?)?;
+                }
+                Ok(ViewKind::Permute(perm))
+            },
+        )
     }
 
     /// Broadcasts to `sizes` with stride 0 (no copy); `-1` keeps a size.
@@ -169,7 +174,8 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn expand<S: ShapeSpec + ?Sized>(&self, sizes: &S) -> Result<Tensor> {
-        self.view_op(self.layout().expand(&sizes.spec()?)?, ViewKind::Expand)
+        let spec = sizes.spec()?;
+        self.view_op(|l| l.expand(&spec), ViewKind::Expand)
     }
 
     /// [`Tensor::expand`] to an exact shape (no `-1`).
@@ -186,7 +192,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
         let spec: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-        self.view_op(self.layout().expand(&spec)?, ViewKind::Expand)
+        self.view_op(|l| l.expand(&spec), ViewKind::Expand)
     }
 
     /// Inserts a size-1 dim at `dim` (`-rank-1..=rank`).
@@ -202,7 +208,7 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
-        self.view_op(self.layout().unsqueeze(dim)?, ViewKind::Reshape)
+        self.view_op(|l| l.unsqueeze(dim), ViewKind::Reshape)
     }
 
     /// Removes every size-1 dim.
@@ -218,7 +224,7 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn squeeze(&self) -> Result<Tensor> {
-        self.view_op(self.layout().squeeze(), ViewKind::Reshape)
+        self.view_op(|l| Ok(l.squeeze()), ViewKind::Reshape)
     }
 
     /// Removes `dim` if its size is 1 (otherwise a view of the same shape).
@@ -235,7 +241,7 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
-        self.view_op(self.layout().squeeze_dim(dim)?, ViewKind::Reshape)
+        self.view_op(|l| l.squeeze_dim(dim), ViewKind::Reshape)
     }
 
     /// A view with a new shape (one size may be `-1`); fails when the
@@ -255,7 +261,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn view<S: ShapeSpec + ?Sized>(&self, shape: &S) -> Result<Tensor> {
         let shape = infer_shape("view", &shape.spec()?, self.numel())?;
-        self.view_op(self.layout().view(&shape)?, ViewKind::Reshape)
+        self.view_op(|l| l.view(&shape), ViewKind::Reshape)
     }
 
     /// Like [`Tensor::view`] when the strides allow it, else a contiguous copy.
@@ -276,7 +282,7 @@ impl Tensor {
         let layout = self.layout();
         match layout.view_strides(&shape) {
             Some(strides) => self.view_op(
-                Layout::from_dims(shape, strides, layout.offset()),
+                |_| Ok(Layout::from_dims(shape, strides, layout.offset())),
                 ViewKind::Reshape,
             ),
             None => self.deep_clone()?.view(&shape),
@@ -335,7 +341,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
         self.view_op(
-            self.layout().unfold(dim, size, step)?,
+            |l| l.unfold(dim, size, step),
             ViewKind::Replay(Replay::Unfold(dim, size, step)),
         )
     }
@@ -355,7 +361,7 @@ impl Tensor {
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
         self.view_op(
-            self.layout().diagonal(offset, dim1, dim2)?,
+            |l| l.diagonal(offset, dim1, dim2),
             ViewKind::Replay(Replay::Diagonal(offset, dim1, dim2)),
         )
     }
@@ -499,8 +505,8 @@ impl Tensor {
         }
         let input = self.layout();
         self.view_op(
-            layout.clone(),
-            ViewKind::AsStrided(alloc::boxed::Box::new((input, layout))),
+            |_| Ok(layout.clone()),
+            ViewKind::AsStrided(alloc::boxed::Box::new((input, layout.clone()))),
         )
     }
 
@@ -524,7 +530,7 @@ impl Tensor {
         let (old, new) = (self.element_size(), dtype.size_in_bytes());
         let layout = self.layout();
         if old == new {
-            return self.make_view_as(layout, dtype);
+            return self.make_view_as(|l| Ok(l.clone()), dtype);
         }
         let rank = self.rank();
         if rank == 0 {
@@ -582,23 +588,28 @@ impl Tensor {
             strides[rank - 1] = 1;
             offset = layout.offset() / r;
         }
-        self.make_view_as(Layout::from_dims(shape, strides, offset), dtype)
+        self.make_view_as(|_| Ok(Layout::from_dims(shape, strides, offset)), dtype)
     }
 
-    /// A view that autograd records with `kind` (views of tensors that
-    /// require grad get a view node; others are plain views).
-    pub(crate) fn view_op(&self, layout: Layout, kind: ViewKind) -> Result<Tensor> {
-        self.view_op_with(layout, || Ok(kind))
+    /// A view whose layout `derive` computes from this tensor's, recorded
+    /// by autograd with `kind` (views of tensors that require grad get a
+    /// view node; others are plain views).
+    pub(crate) fn view_op(
+        &self,
+        derive: impl FnOnce(&Layout) -> Result<Layout>,
+        kind: ViewKind,
+    ) -> Result<Tensor> {
+        self.view_op_with(derive, || Ok(kind))
     }
 
     /// [`Tensor::view_op`] with the backward's description built only when
     /// autograd records the view (the common no-grad path skips it).
     pub(crate) fn view_op_with(
         &self,
-        layout: Layout,
+        derive: impl FnOnce(&Layout) -> Result<Layout>,
         kind: impl FnOnce() -> Result<ViewKind>,
     ) -> Result<Tensor> {
-        let out = self.make_view(layout)?;
+        let out = self.make_view_as(derive, self.dtype())?;
         crate::autograd::record(&out, &[self], || {
             Ok(Rule::View {
                 input_shape: self.dims().clone(),
