@@ -121,24 +121,37 @@ fn gflops(m: usize, n: usize, k: usize, s: f64) -> f64 {
 
 /// `gemm` alone on row-major buffers, in a pool of `threads`.
 fn gemm_alone(pool: &rayon::ThreadPool, threads: usize, n: usize, reps: usize) -> R<f64> {
-    let a = vec![1.0f32; n * n];
-    let b = vec![0.5f32; n * n];
-    let mut c = vec![0.0f32; n * n];
-    let s = time(reps, || {
+    let s = gemm_alone_secs(pool, (n, n, n), gemm::Parallelism::Rayon(threads), reps)?;
+    Ok(gflops(n, n, n, s))
+}
+
+/// Seconds for one `m x k @ k x n` product through `gemm` alone, on
+/// row-major buffers, with `par` (run in `pool`).
+fn gemm_alone_secs(
+    pool: &rayon::ThreadPool,
+    (m, n, k): (usize, usize, usize),
+    par: gemm::Parallelism,
+    reps: usize,
+) -> R<f64> {
+    let a = vec![1.0f32; m * k];
+    let b = vec![0.5f32; k * n];
+    let mut c = vec![0.0f32; m * n];
+    time(reps, || {
         pool.install(|| {
-            // SAFETY: three live n*n row-major buffers; `c` is exclusive.
+            // SAFETY: three live row-major buffers of m*k, k*n and m*n
+            // elements; `c` is exclusive.
             unsafe {
                 gemm::gemm(
+                    m,
                     n,
-                    n,
-                    n,
+                    k,
                     c.as_mut_ptr(),
                     1,
                     n as isize,
                     false,
                     a.as_ptr(),
                     1,
-                    n as isize,
+                    k as isize,
                     b.as_ptr(),
                     1,
                     n as isize,
@@ -147,14 +160,34 @@ fn gemm_alone(pool: &rayon::ThreadPool, threads: usize, n: usize, reps: usize) -
                     false,
                     false,
                     false,
-                    gemm::Parallelism::Rayon(threads),
+                    par,
                 )
             }
         });
         black_box(&c);
         Ok(())
-    })?;
-    Ok(gflops(n, n, n, s))
+    })
+}
+
+/// The MLP step's five products (forward 784->256 and 256->10; backward
+/// the two weight gradients and the hidden gradient; the input needs
+/// none) through `gemm` alone, each with the faster of one thread and
+/// gemm's own threading: the step's floor in matrix products.
+fn mlp_products_alone(pool: &rayon::ThreadPool, threads: usize, reps: usize) -> R<f64> {
+    let shapes = [
+        (64, 256, 784),
+        (64, 10, 256),
+        (10, 256, 64),
+        (64, 256, 10),
+        (256, 784, 64),
+    ];
+    let mut total = 0.0;
+    for mnk in shapes {
+        let one = gemm_alone_secs(pool, mnk, gemm::Parallelism::None, reps)?;
+        let many = gemm_alone_secs(pool, mnk, gemm::Parallelism::Rayon(threads), reps)?;
+        total += one.min(many);
+    }
+    Ok(total)
 }
 
 /// memcpy bandwidth in GB/s counting bytes read + written.
@@ -457,9 +490,10 @@ fn main() -> R<()> {
     // ---- MLP step
     if want("mlp") {
         let r = if quick { 5 } else { 31 };
+        let floor = mlp_products_alone(&pool, threads, if quick { 5 } else { 101 })? * 1e6;
         for (adam, name) in [(false, "SGD"), (true, "Adam")] {
             let base = mlp_step(&cpu, r, adam)?;
-            let fig = mlp_step(&dev, r, adam)?;
+            let fig = mlp_step(&dev, if quick { 5 } else { 201 }, adam)?;
             t.row(
                 &format!("MLP 784-256-10 b=64 step, {name} (us)"),
                 fig,
@@ -468,6 +502,15 @@ fn main() -> R<()> {
                 "reference cpu",
                 false,
                 Target::AtMost(830.0),
+            );
+            t.row(
+                &format!("MLP step, {name}, vs its products"),
+                fig,
+                floor,
+                "us",
+                "gemm alone",
+                false,
+                Target::None,
             );
         }
     }
