@@ -155,9 +155,9 @@ peak() {
     echo "${v:--}"
 }
 
-step "sizes (bytes; flash = .vector_table+.text+.rodata+.data, RAM = .data+.bss incl. heap/arena buffers; stack extra)"
-printf '%-10s %-16s %8s %8s %8s %8s %9s %10s %10s\n' \
-    mode example .text .rodata flash RAM "heap+arena" "heap peak" "arena/tensor peak"
+step "sizes (bytes; flash = .vector_table+.text+.rodata+.data, RAM = .data+.bss incl. heap/arena buffers; the stack has the rest of RAM)"
+printf '%-10s %-16s %8s %8s %8s %8s %9s %10s %10s %10s\n' \
+    mode example .text .rodata flash RAM "heap+arena" "heap peak" "stack peak" "arena/tensor peak"
 for run in "${RUNS[@]}"; do
     label="${run%%|*}"
     elf="${run#*|}"
@@ -170,9 +170,9 @@ for run in "${RUNS[@]}"; do
     tensor="$(peak arena "$log")"
     [[ "$tensor" == - ]] && tensor="$(peak "tensor memory" "$log")"
     [[ "$tensor" == - ]] && tensor="$(grep -oE 'peak: [0-9]+' "$log" | head -1 | grep -oE '[0-9]+$' || echo -)"
-    printf '%-10s %-16s %8s %8s %8s %8s %9s %10s %10s\n' \
+    printf '%-10s %-16s %8s %8s %8s %8s %9s %10s %10s %10s\n' \
         "$label" "$name" "$text" "$rodata" "$flash" "$ram" "$(buffers "$elf")" \
-        "$(peak heap "$log")" "$tensor"
+        "$(peak heap "$log")" "$(peak stack "$log")" "$tensor"
 done
 
 base="$(sections target/thumbv7em-none-eabihf/release/baseline .vector_table .text .rodata .data)"

@@ -1,9 +1,12 @@
 //! Support shared by the firmware examples: a heap that records its peak,
-//! the flash-resident MLP, fixed-point printing (no float formatting code in
-//! flash), the exit path and the panic handler.
+//! stack painting, the flash-resident MLP, fixed-point printing (no float
+//! formatting code in flash), the exit path and the panic handler.
 //!
 //! Every example reports success or failure through semihosting
-//! `SYS_EXIT`, so QEMU's exit status is the example's verdict.
+//! `SYS_EXIT`, so QEMU's exit status is the example's verdict. Every example
+//! starts with [`stack::paint`] and [`heap::init`], and ends through
+//! [`exit`], which reports the stack peak and fails a run whose stack came
+//! within [`stack::GUARD`] bytes of the heap.
 #![no_std]
 
 extern crate alloc;
@@ -16,10 +19,34 @@ use kael_core::{DType, Device, Error, Layout, Storage, Tensor};
 
 pub mod heap;
 pub mod infer;
+pub mod stack;
 
-/// Ends the program: QEMU exits with status 0 when `ok`, 1 otherwise.
+/// Ends the program: QEMU exits with status 0 when `ok` and the stack kept
+/// its guard bytes, 1 otherwise. Prints the stack peak first.
 pub fn exit(ok: bool) -> ! {
-    debug::exit(if ok {
+    let (peak, size) = (stack::peak(), stack::size());
+    let overflow = stack::overflowed();
+    #[cfg(not(feature = "defmt"))]
+    {
+        cortex_m_semihosting::hprintln!("stack peak {} B of {} B", peak, size);
+        if overflow {
+            cortex_m_semihosting::hprintln!(
+                "FAIL: the stack came within {} B of the heap; give it more RAM (a smaller heap in heap.rs)",
+                stack::GUARD
+            );
+        }
+    }
+    #[cfg(feature = "defmt")]
+    {
+        defmt::info!("stack peak {} B of {} B", peak, size);
+        if overflow {
+            defmt::error!(
+                "FAIL: the stack came within {} B of the heap; give it more RAM (a smaller heap in heap.rs)",
+                stack::GUARD
+            );
+        }
+    }
+    debug::exit(if ok && !overflow {
         debug::EXIT_SUCCESS
     } else {
         debug::EXIT_FAILURE

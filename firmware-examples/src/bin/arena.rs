@@ -23,7 +23,7 @@ use cortex_m_semihosting::hprintln;
 use kael_core::allocator::ArenaAllocator;
 use kael_core::shared::Shared;
 use kael_core::{DType, Device, Error, Tensor};
-use kael_firmware_examples::{Fx, Mlp, TOLERANCE, compare, exit, heap};
+use kael_firmware_examples::{Fx, Mlp, TOLERANCE, compare, exit, heap, stack};
 
 #[cfg(not(kael_m0))]
 const ARENA_SIZE: usize = 8 * 1024;
@@ -146,6 +146,7 @@ fn run() -> Result<bool, Error> {
 
 #[entry]
 fn main() -> ! {
+    stack::paint();
     heap::init();
     match run() {
         Ok(true) => {

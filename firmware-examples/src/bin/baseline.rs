@@ -8,10 +8,11 @@ extern crate alloc;
 
 use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
-use kael_firmware_examples::{Fx, exit, heap};
+use kael_firmware_examples::{Fx, exit, heap, stack};
 
 #[entry]
 fn main() -> ! {
+    stack::paint();
     heap::init();
     let v: alloc::vec::Vec<f32> = (0..4).map(|i| i as f32 * 0.25).collect();
     hprintln!(

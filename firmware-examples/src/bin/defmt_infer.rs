@@ -13,7 +13,7 @@ extern crate alloc;
 use cortex_m_rt::entry;
 use defmt_semihosting as _;
 use kael_core::{Device, Error};
-use kael_firmware_examples::{Mlp, TOLERANCE, compare, exit, heap};
+use kael_firmware_examples::{Mlp, TOLERANCE, compare, exit, heap, stack};
 
 fn run() -> Result<bool, Error> {
     let dev = Device::cpu();
@@ -40,6 +40,7 @@ fn run() -> Result<bool, Error> {
 
 #[entry]
 fn main() -> ! {
+    stack::paint();
     heap::init();
     match run() {
         Ok(true) => {

@@ -14,10 +14,11 @@ extern crate alloc;
 use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
 use kael_core::Device;
-use kael_firmware_examples::{exit, heap, infer};
+use kael_firmware_examples::{exit, heap, infer, stack};
 
 #[entry]
 fn main() -> ! {
+    stack::paint();
     heap::init();
     match infer::run("mlp_infer", &Device::cpu()) {
         Ok(true) => {

@@ -20,7 +20,7 @@ use kael_core::allocator::GlobalAllocator;
 use kael_core::cpu::{CpuBackend, dtypes, ops};
 use kael_core::shared::Shared;
 use kael_core::{DType, Device, Error, Tensor};
-use kael_firmware_examples::{exit, heap, infer};
+use kael_firmware_examples::{exit, heap, infer, stack};
 
 /// f32 only, the ops of an MLP forward pass, f32 softmax.
 type InferBackend = CpuBackend<{ dtypes::F32 }, { ops::MLP_INFERENCE }, true>;
@@ -58,6 +58,7 @@ fn refuses_the_rest(dev: &Device) -> bool {
 
 #[entry]
 fn main() -> ! {
+    stack::paint();
     heap::init();
     let dev = Device::from_backend(Shared::new(InferBackend::with_allocator(Shared::new(
         GlobalAllocator::new(),

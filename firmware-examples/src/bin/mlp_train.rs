@@ -21,7 +21,7 @@ use kael_core::allocator::GlobalAllocator;
 use kael_core::cpu::{CpuBackend, dtypes};
 use kael_core::shared::Shared;
 use kael_core::{DType, Device, Error, Rng, Tensor, no_grad};
-use kael_firmware_examples::{Fx, exit, heap};
+use kael_firmware_examples::{Fx, exit, heap, stack};
 
 const HIDDEN: usize = 8;
 const LR: f64 = 2.0;
@@ -108,6 +108,7 @@ fn run() -> Result<bool, Error> {
 
 #[entry]
 fn main() -> ! {
+    stack::paint();
     heap::init();
     match run() {
         Ok(true) => {
