@@ -85,6 +85,9 @@ tier() {
 }
 
 tier "format" cargo fmt --all --check
+# The two crates outside the workspace (their own targets and dependencies).
+tier "format, firmware-examples" cargo fmt --manifest-path firmware-examples/Cargo.toml --check
+tier "format, peer-bench" cargo fmt --manifest-path peer-bench/Cargo.toml --check
 tier "clippy, workspace (kael-core in sync mode)" \
     cargo clippy --workspace --all-targets -- -D warnings
 tier "clippy, kael-core Rc mode (and the conformance suite)" \
@@ -103,6 +106,10 @@ tier "build, thumbv7em-none-eabihf (sync mode, conformance suite)" \
     cargo build -p kael-core --target thumbv7em-none-eabihf --features sync,conformance
 tier "check, defmt on thumbv7em-none-eabihf" \
     cargo check -p kael-core --features defmt --target thumbv7em-none-eabihf
+tier "clippy, firmware-examples (thumbv7em-none-eabihf, with defmt)" \
+    cargo clippy --release --manifest-path firmware-examples/Cargo.toml --target thumbv7em-none-eabihf --features defmt --bins -- -D warnings
+tier "clippy, firmware-examples (thumbv6m-none-eabi)" \
+    cargo clippy --release --manifest-path firmware-examples/Cargo.toml --target thumbv6m-none-eabi --bins -- -D warnings
 tier "clippy, with the cuda feature" \
     cargo clippy --workspace --all-targets --features kael-tests/cuda -- -D warnings
 # Without a driver every CUDA test prints one "skipped: no CUDA driver found" line and passes.
@@ -120,6 +127,14 @@ tier "training demo, quick, reference CPU" \
 # Benchmark smoke run (< 30 s): every figure of the benchmark table is
 # computed once, so the bench cannot rot. Figures are printed, never asserted.
 tier "benchmarks, quick" cargo run --release -p kael-host --bin kael-bench -- --quick
+# kael against candle-core, same machine, same run (peer-bench/ is outside
+# the workspace so that candle stays out of every other build; it shares
+# the workspace's target directory). The quick run fails if the two
+# libraries disagree on the first step's loss or on a product.
+tier "clippy, peer-bench (kael vs candle-core)" \
+    env CARGO_TARGET_DIR="$PWD/target" cargo clippy --release --manifest-path peer-bench/Cargo.toml --all-targets -- -D warnings
+tier "peer benchmark, quick (kael vs candle-core)" \
+    env CARGO_TARGET_DIR="$PWD/target" cargo run --release --manifest-path peer-bench/Cargo.toml -- --quick
 # Firmware: installs qemu-system-arm (Debian) and llvm-tools if missing,
 # builds every example for Cortex-M4F/M0 and runs each under QEMU.
 tier "firmware under QEMU" bash scripts/firmware.sh

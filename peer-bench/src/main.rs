@@ -1,0 +1,292 @@
+//! kael against candle-core, on this machine and in this run.
+//!
+//! The reference figures (PyTorch ~830 µs, candle ~2050 µs for the
+//! MLP step) were measured on another machine; comparing absolute figures
+//! across machines says little, so this binary times kael and candle
+//! side by side, interleaving their repetitions so that both see the same
+//! noise, and prints each figure with its ratio.
+//!
+//! Both run the same model from the same initial weights: Linear 784→256,
+//! ReLU, Linear 256→10, cross-entropy (mean) over a batch of 64, plain SGD
+//! (lr 0.01). candle's side is written as candle-nn writes it
+//! (`log_softmax` = x - max - log Σ exp, `nll` = -mean gather, SGD =
+//! `var.set(var - lr·grad)`), with candle-core alone to keep the dependency
+//! small. The
+//! first step's losses must agree (they are computed from the same numbers
+//! by two libraries), which checks that the two sides do the same work.
+//!
+//! `--quick` takes fewer repetitions (CI). Threads: both use every core
+//! (candle through rayon's global pool, kael through its threaded device).
+
+use kael_core::nn::{Linear, Module, Reduction, cross_entropy};
+use kael_core::optim::{Optimizer, Sgd, SgdConfig};
+use kael_core::{DType, Rng, Tensor};
+use std::time::Instant;
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+
+const BATCH: usize = 64;
+const LR: f64 = 0.01;
+
+/// The model's initial state, shared by both sides.
+struct Init {
+    w1: Vec<f32>,
+    b1: Vec<f32>,
+    w2: Vec<f32>,
+    b2: Vec<f32>,
+    x: Vec<f32>,
+    labels: Vec<i64>,
+}
+
+fn init() -> R<Init> {
+    let cpu = kael_core::Device::cpu();
+    let mut rng = Rng::new(0);
+    let l1 = Linear::new(784, 256, true, &cpu, &mut rng)?;
+    let l2 = Linear::new(256, 10, true, &cpu, &mut rng)?;
+    let x = Tensor::randn(&[BATCH, 784], DType::F32, &cpu, &mut rng)?;
+    let bias = |l: &Linear| -> R<Vec<f32>> {
+        Ok(l.bias
+            .as_ref()
+            .ok_or("Linear::new(.., true, ..) has a bias")?
+            .to_vec()?)
+    };
+    Ok(Init {
+        w1: l1.weight.to_vec()?,
+        b1: bias(&l1)?,
+        w2: l2.weight.to_vec()?,
+        b2: bias(&l2)?,
+        x: x.to_vec()?,
+        labels: (0..BATCH).map(|i| (i * 7 % 10) as i64).collect(),
+    })
+}
+
+/// kael's MLP on its threaded device.
+struct KaelMlp {
+    l1: Linear,
+    l2: Linear,
+    x: Tensor,
+    y: Tensor,
+    opt: Sgd,
+}
+
+impl KaelMlp {
+    fn new(s: &Init) -> R<Self> {
+        let dev = kael_host::cpu_threaded::device()?;
+        let leaf = |v: &[f32], shape: &[usize]| -> R<Tensor> {
+            Ok(Tensor::from_slice(v, shape, &dev)?.requires_grad_(true)?)
+        };
+        let l1 = Linear::from_weights(leaf(&s.w1, &[256, 784])?, Some(leaf(&s.b1, &[256])?))?;
+        let l2 = Linear::from_weights(leaf(&s.w2, &[10, 256])?, Some(leaf(&s.b2, &[10])?))?;
+        let mut params = l1.parameters();
+        params.extend(l2.parameters());
+        let opt = Sgd::new(
+            params,
+            SgdConfig {
+                lr: LR,
+                ..SgdConfig::default()
+            },
+        )?;
+        Ok(Self {
+            x: Tensor::from_slice(&s.x, &[BATCH, 784], &dev)?,
+            y: Tensor::from_slice(&s.labels, &[BATCH], &dev)?,
+            l1,
+            l2,
+            opt,
+        })
+    }
+
+    /// One training step; returns the loss.
+    fn step(&mut self) -> R<f32> {
+        self.opt.zero_grad();
+        let h = self.l1.forward(&self.x)?.relu()?;
+        let loss = cross_entropy(&self.l2.forward(&h)?, &self.y, Reduction::Mean, None)?;
+        loss.backward()?;
+        self.opt.step()?;
+        Ok(loss.to_vec::<f32>()?[0])
+    }
+}
+
+/// The same MLP in candle-core.
+struct CandleMlp {
+    params: [candle_core::Var; 4],
+    x: candle_core::Tensor,
+    y: candle_core::Tensor,
+}
+
+impl CandleMlp {
+    fn new(s: &Init) -> R<Self> {
+        use candle_core::{Device, Tensor as T, Var};
+        let dev = Device::Cpu;
+        let var = |v: &[f32], shape: &[usize]| -> R<Var> {
+            Ok(Var::from_tensor(&T::from_slice(v, shape, &dev)?)?)
+        };
+        Ok(Self {
+            params: [
+                var(&s.w1, &[256, 784])?,
+                var(&s.b1, &[256])?,
+                var(&s.w2, &[10, 256])?,
+                var(&s.b2, &[10])?,
+            ],
+            x: T::from_slice(&s.x, &[BATCH, 784], &dev)?,
+            y: T::from_slice(&s.labels, &[BATCH, 1], &dev)?,
+        })
+    }
+
+    /// One training step; returns the loss.
+    fn step(&mut self) -> R<f32> {
+        use candle_core::D;
+        let [w1, b1, w2, b2] = &self.params;
+        let h = self.x.matmul(&w1.t()?)?.broadcast_add(b1)?.relu()?;
+        let logits = h.matmul(&w2.t()?)?.broadcast_add(b2)?;
+        let max = logits.max_keepdim(D::Minus1)?;
+        let diff = logits.broadcast_sub(&max)?;
+        let lse = diff.exp()?.sum_keepdim(D::Minus1)?.log()?;
+        let log_p = diff.broadcast_sub(&lse)?;
+        let loss = log_p.gather(&self.y, 1)?.mean_all()?.neg()?;
+        let grads = loss.backward()?;
+        for p in &self.params {
+            if let Some(g) = grads.get(p) {
+                p.set(&p.sub(&(g * LR)?)?)?;
+            }
+        }
+        Ok(loss.to_scalar::<f32>()?)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Times `a` and `b` in alternating blocks, `reps` timed calls each in
+/// all, and returns the medians in seconds. Blocks, rather than single
+/// calls, because each library's idle worker threads spin for a while
+/// after it runs and would slow the other one; the first calls of each
+/// block are run but not timed.
+fn interleaved(
+    reps: usize,
+    mut a: impl FnMut() -> R<()>,
+    mut b: impl FnMut() -> R<()>,
+) -> R<(f64, f64)> {
+    const BLOCK: usize = 10;
+    const SETTLE: usize = 3;
+    let (mut ta, mut tb) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    let block = |f: &mut dyn FnMut() -> R<()>, out: &mut Vec<f64>| -> R<()> {
+        for _ in 0..SETTLE {
+            f()?;
+        }
+        for _ in 0..BLOCK {
+            let t = Instant::now();
+            f()?;
+            out.push(t.elapsed().as_secs_f64());
+        }
+        Ok(())
+    };
+    while ta.len() < reps {
+        block(&mut a, &mut ta)?;
+        block(&mut b, &mut tb)?;
+    }
+    Ok((median(ta), median(tb)))
+}
+
+fn row(name: &str, kael: f64, candle: f64, unit: &str, lower_is_better: bool) {
+    let ratio = if lower_is_better {
+        candle / kael
+    } else {
+        kael / candle
+    };
+    println!("| {name:<34} | {kael:>10.1} {unit:<7} | {candle:>10.1} {unit:<7} | {ratio:>5.2} |");
+}
+
+fn main() -> R<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "kael-peer-bench ({} run, {threads} threads; ratio > 1: kael is better)",
+        if quick { "quick" } else { "full" }
+    );
+    println!("| figure | kael | candle-core 0.11 | ratio |");
+    println!("|---|---|---|---|");
+
+    // ---- the MLP step, from identical weights
+    let s = init()?;
+    let mut k = KaelMlp::new(&s)?;
+    let mut c = CandleMlp::new(&s)?;
+    let (lk, lc) = (k.step()?, c.step()?);
+    // Same inputs, same model: the libraries must agree on the loss.
+    if (lk - lc).abs() > 1e-4 * lc.abs().max(1.0) {
+        return Err(format!("first-step losses differ: kael {lk}, candle {lc}").into());
+    }
+    println!("(first-step loss: kael {lk:.6}, candle {lc:.6})");
+    let reps = if quick { 20 } else { 300 };
+    let (tk, tc) = interleaved(reps, || k.step().map(drop), || c.step().map(drop))?;
+    row(
+        "MLP 784-256-10 b=64 SGD step",
+        tk * 1e6,
+        tc * 1e6,
+        "us",
+        true,
+    );
+
+    // ---- matrix products
+    for n in if quick {
+        vec![256]
+    } else {
+        vec![256, 512, 1024]
+    } {
+        let mut rng = Rng::new(1);
+        let dev = kael_host::cpu_threaded::device()?;
+        let a = Tensor::randn(&[n, n], DType::F32, &dev, &mut rng)?;
+        let b = Tensor::randn(&[n, n], DType::F32, &dev, &mut rng)?;
+        let ca = candle_core::Tensor::from_slice(
+            &a.to_vec::<f32>()?,
+            (n, n),
+            &candle_core::Device::Cpu,
+        )?;
+        let cb = candle_core::Tensor::from_slice(
+            &b.to_vec::<f32>()?,
+            (n, n),
+            &candle_core::Device::Cpu,
+        )?;
+        // Same product: the results must agree before their times mean anything.
+        let (pk, pc) = (
+            a.matmul(&b)?.to_vec::<f32>()?,
+            ca.matmul(&cb)?.flatten_all()?.to_vec1::<f32>()?,
+        );
+        let worst = pk
+            .iter()
+            .zip(&pc)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        if pk.len() != pc.len() || worst > 1e-3 * (n as f32).sqrt() {
+            return Err(format!("n={n}: the products differ by up to {worst}").into());
+        }
+        let reps = if quick {
+            10
+        } else if n >= 1024 {
+            20
+        } else {
+            50
+        };
+        let (tk, tc) = interleaved(
+            reps,
+            || {
+                std::hint::black_box(a.matmul(&b)?);
+                Ok(())
+            },
+            || {
+                std::hint::black_box(ca.matmul(&cb)?);
+                Ok(())
+            },
+        )?;
+        let gf = |t: f64| 2.0 * (n * n * n) as f64 / t / 1e9;
+        row(
+            &format!("sgemm n={n} (GFLOP/s)"),
+            gf(tk),
+            gf(tc),
+            "GFLOP/s",
+            false,
+        );
+    }
+    Ok(())
+}
