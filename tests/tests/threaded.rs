@@ -480,3 +480,100 @@ fn argmax_picks_the_first_maximum_and_the_first_nan() {
         vec![0, 1, 2]
     );
 }
+
+#[test]
+fn a_transposing_copy_moves_every_element_to_its_transposed_place() {
+    // Sizes around the 8x8 register blocks and the 32x32 tiles, so full
+    // blocks, partial blocks and the edge loops all run; values are distinct
+    // bit patterns (NaN payloads included), so a misplaced or altered
+    // element shows.
+    let (_, dev) = backend(2, 1);
+    for &(rows, cols) in &[
+        (1, 1),
+        (7, 9),
+        (8, 8),
+        (9, 17),
+        (33, 40),
+        (64, 31),
+        (100, 72),
+    ] {
+        let bits: Vec<u32> = (0..rows * cols)
+            .map(|i| 0x7FC0_0000 ^ (i as u32).wrapping_mul(2_654_435_761))
+            .collect();
+        let src: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        let x = Tensor::from_slice(&src, &[rows, cols], &dev).unwrap();
+        let got: Vec<u32> = x
+            .t()
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        let want: Vec<u32> = (0..cols * rows)
+            .map(|k| bits[(k % rows) * cols + k / rows])
+            .collect();
+        assert_eq!(got, want, "{rows}x{cols}");
+    }
+}
+
+#[test]
+fn a_batched_transposing_copy_of_i32_equals_the_index_mapping() {
+    let (_, dev) = backend(2, 1);
+    let (b, m, n) = (3, 19, 24);
+    let v: Vec<i32> = (0..(b * m * n) as i32).map(|i| i * 7 - 1000).collect();
+    let x = Tensor::from_slice(&v, &[b, m, n], &dev).unwrap();
+    let got = x
+        .transpose(1, 2)
+        .unwrap()
+        .contiguous()
+        .unwrap()
+        .to_vec::<i32>()
+        .unwrap();
+    let mut want = Vec::with_capacity(v.len());
+    for bi in 0..b {
+        for j in 0..n {
+            for i in 0..m {
+                want.push(v[(bi * m + i) * n + j]);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn softmax_rows_with_nan_and_infinities_match_the_reference() {
+    // Row length 21: one 16-lane block and a remainder. Rows: plain; a NaN
+    // (all NaN, as in PyTorch); +inf (inf - inf is NaN: all NaN); a -inf
+    // element (probability 0); all -inf (NaN).
+    let (_, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let n = 21;
+    let mut v: Vec<f32> = (0..5 * n)
+        .map(|i| ((i * 37) % 23) as f32 * 0.25 - 2.0)
+        .collect();
+    v[n + 20] = f32::NAN;
+    v[2 * n + 3] = f32::INFINITY;
+    v[3 * n + 5] = f32::NEG_INFINITY;
+    v[4 * n..5 * n].fill(f32::NEG_INFINITY);
+    let x = Tensor::from_slice(&v, &[5, n], &dev).unwrap();
+    let xc = Tensor::from_slice(&v, &[5, n], &cpu).unwrap();
+    for log in [false, true] {
+        let f = |t: &Tensor| {
+            if log {
+                t.log_softmax(-1)
+            } else {
+                t.softmax(-1)
+            }
+        };
+        let got = f(&x).unwrap().to_vec::<f32>().unwrap();
+        let want = f(&xc).unwrap().to_vec::<f32>().unwrap();
+        assert_close(&got, &want, 1e-5);
+        assert!(got[n..3 * n].iter().all(|p| p.is_nan()), "log={log}");
+        assert!(got[4 * n..].iter().all(|p| p.is_nan()), "log={log}");
+        let zero = if log { f32::NEG_INFINITY } else { 0.0 };
+        assert_eq!(got[3 * n + 5], zero, "log={log}");
+    }
+}

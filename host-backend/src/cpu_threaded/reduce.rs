@@ -292,71 +292,152 @@ pub(super) fn softmax(
     par.for_rows(d, row, |r0, out| {
         for (i, o) in out.chunks_exact_mut(row).enumerate() {
             let r = r0 + i;
-            if let Some(s) = s {
-                o.copy_from_slice(&s[r * row..(r + 1) * row]);
-            }
-            softmax_row_dispatch(o, log);
+            softmax_row_dispatch(s.map(|s| &s[r * row..(r + 1) * row]), o, log);
         }
     });
     Ok(())
 }
 
-/// Softmax of one row in place, with the widest vector unit available.
-fn softmax_row_dispatch(o: &mut [f32], log: bool) {
+// NOTE [Softmax rows]
+// A row is read from memory once: the max pass brings it into L1 (a row of
+// the benchmark's 1024 f32 is 4 KiB), and the exp pass reads it from there
+// and writes `dst`, so no copy of the source precedes the arithmetic. The
+// max is a plain `>` fold over 16 lanes, not a NaN-propagating one (whose
+// blends form a dependency chain): a NaN anywhere in the row still makes
+// every output NaN, either through `m` itself or through `exp(NaN - m)` in
+// the sum, as the reference does. The same code is compiled for AVX-512,
+// AVX2+FMA and the baseline and picked at run time.
+
+/// Softmax (or log-softmax) of one row into `o`, reading `s` (or `o`
+/// itself, in place, when `s` is `None`), with the widest vector unit
+/// available (NOTE [Softmax rows]).
+fn softmax_row_dispatch(s: Option<&[f32]>, o: &mut [f32], log: bool) {
     #[cfg(target_arch = "x86_64")]
     {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            unsafe { softmax_row_avx512(s, o, log) };
+            return;
+        }
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-            unsafe { softmax_row_avx2(o, log) };
+            unsafe { softmax_row_avx2(s, o, log) };
             return;
         }
     }
-    softmax_row(o, log);
+    softmax_row(s, o, log);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn softmax_row_avx512(s: Option<&[f32]>, o: &mut [f32], log: bool) {
+    softmax_row(s, o, log);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn softmax_row_avx2(o: &mut [f32], log: bool) {
-    softmax_row(o, log);
+fn softmax_row_avx2(s: Option<&[f32]>, o: &mut [f32], log: bool) {
+    softmax_row(s, o, log);
 }
 
-/// Softmax of one row in place: max, `exp(x - max)` as a plain map loop
-/// (which the loop vectoriser handles), its sum over f32 lanes, then one
-/// scale; log-softmax sums the exps of 256-element blocks in a stack
-/// buffer and writes `x - max - ln(sum)`.
+/// Softmax of one row: max, then `exp(x - max)` stored and summed in one
+/// pass, then one scale; log-softmax sums the exps without storing them and
+/// writes `x - max - ln(sum)`.
 #[inline(always)]
-fn softmax_row(o: &mut [f32], log: bool) {
-    let m = extreme(o, true);
+fn softmax_row(s: Option<&[f32]>, o: &mut [f32], log: bool) {
+    let m = match s {
+        Some(s) => max_lanes(s),
+        None => max_lanes(o),
+    };
     if log {
-        let mut tmp = [0.0f32; 256];
-        let mut sum = 0.0f32;
-        for c in o.chunks(256) {
-            let t = &mut tmp[..c.len()];
-            for (t, &x) in t.iter_mut().zip(c) {
-                *t = exp_fast(x - m);
-            }
-            sum += sum_lanes(t);
-        }
+        let sum = match s {
+            Some(s) => exp_sum(s, m),
+            None => exp_sum(o, m),
+        };
         let lse = m + sum.ln();
-        o.iter_mut().for_each(|x| *x -= lse);
-    } else {
-        for x in o.iter_mut() {
-            *x = exp_fast(*x - m);
+        match s {
+            Some(s) => o.iter_mut().zip(s).for_each(|(o, &x)| *o = x - lse),
+            None => o.iter_mut().for_each(|x| *x -= lse),
         }
-        let inv = 1.0 / sum_lanes(o);
+    } else {
+        let sum = match s {
+            Some(s) => exp_store_sum(s, o, m),
+            None => exp_in_place_sum(o, m),
+        };
+        let inv = 1.0 / sum;
         o.iter_mut().for_each(|x| *x *= inv);
     }
 }
 
-/// Sum of f32s over [`LANES`] lanes.
+/// Lanes of the softmax folds: 16 f32, one AVX-512 register or two AVX2.
+const SOFTMAX_LANES: usize = 16;
+
+/// Largest element of a non-empty row by `>` over [`SOFTMAX_LANES`] lanes
+/// (NaN-safe for softmax: NOTE [Softmax rows]).
 #[inline(always)]
-fn sum_lanes(v: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let mut it = v.chunks_exact(LANES);
+fn max_lanes(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; SOFTMAX_LANES];
+    let mut it = v.chunks_exact(SOFTMAX_LANES);
     for c in &mut it {
         for (a, &x) in acc.iter_mut().zip(c) {
-            *a += x;
+            *a = if x > *a { x } else { *a };
         }
     }
-    acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
+    let mut m = f32::NEG_INFINITY;
+    for &x in acc.iter().chain(it.remainder()) {
+        m = if x > m || x.is_nan() { x } else { m };
+    }
+    m
+}
+
+/// `Σ exp(x - m)` over [`SOFTMAX_LANES`] lanes.
+#[inline(always)]
+fn exp_sum(v: &[f32], m: f32) -> f32 {
+    let mut acc = [0.0f32; SOFTMAX_LANES];
+    let mut it = v.chunks_exact(SOFTMAX_LANES);
+    for c in &mut it {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += exp_fast(x - m);
+        }
+    }
+    acc.iter().sum::<f32>() + it.remainder().iter().map(|&x| exp_fast(x - m)).sum::<f32>()
+}
+
+/// `o = exp(s - m)`, returning `Σ o`, over [`SOFTMAX_LANES`] lanes.
+#[inline(always)]
+fn exp_store_sum(s: &[f32], o: &mut [f32], m: f32) -> f32 {
+    let mut acc = [0.0f32; SOFTMAX_LANES];
+    let mut si = s.chunks_exact(SOFTMAX_LANES);
+    let mut oi = o.chunks_exact_mut(SOFTMAX_LANES);
+    for (sc, oc) in (&mut si).zip(&mut oi) {
+        for ((a, o), &x) in acc.iter_mut().zip(oc).zip(sc) {
+            *o = exp_fast(x - m);
+            *a += *o;
+        }
+    }
+    let mut sum = acc.iter().sum::<f32>();
+    for (o, &x) in oi.into_remainder().iter_mut().zip(si.remainder()) {
+        *o = exp_fast(x - m);
+        sum += *o;
+    }
+    sum
+}
+
+/// `o = exp(o - m)` in place, returning `Σ o`, over [`SOFTMAX_LANES`] lanes.
+#[inline(always)]
+fn exp_in_place_sum(o: &mut [f32], m: f32) -> f32 {
+    let mut acc = [0.0f32; SOFTMAX_LANES];
+    let mut oi = o.chunks_exact_mut(SOFTMAX_LANES);
+    for oc in &mut oi {
+        for (a, o) in acc.iter_mut().zip(oc) {
+            *o = exp_fast(*o - m);
+            *a += *o;
+        }
+    }
+    let mut sum = acc.iter().sum::<f32>();
+    for o in oi.into_remainder() {
+        *o = exp_fast(*o - m);
+        sum += *o;
+    }
+    sum
 }

@@ -104,12 +104,13 @@ macro_rules! test_device {
     };
 }
 
-/// Asserts two f32 slices agree within `tol` (absolute + relative).
+/// Asserts two f32 slices agree within `tol` (absolute + relative); equal
+/// infinities and NaN against NaN agree.
 #[track_caller]
 pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "length: got {got:?}, want {want:?}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
+        let ok = g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
         assert!(
             ok,
             "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}"
@@ -122,7 +123,7 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
 pub fn assert_close64(got: &[f64], want: &[f64], tol: f64) {
     assert_eq!(got.len(), want.len(), "length: got {got:?}, want {want:?}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
+        let ok = g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
         assert!(
             ok,
             "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}"
