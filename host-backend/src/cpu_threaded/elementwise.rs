@@ -143,14 +143,18 @@ const TILE: usize = 32;
 /// `d = src` (row-major) for a source whose last two dims are transposed
 /// (the inner dim has the larger stride): copies TILE x TILE tiles so
 /// both the reads and the writes stay within a few cache lines per row,
-/// instead of striding through memory once per element.
-fn copy_tiled<T: Copy + Send + Sync>(par: &Par<'_>, src: &[T], l: &Layout, d: &mut [T]) {
+/// instead of striding through memory once per element. A plain transpose
+/// of 4-byte elements (the source's rows are its columns: stride 1) moves
+/// 8x8 blocks through AVX registers ([`transpose_8x8`]) where the CPU has
+/// AVX.
+fn copy_tiled<T: bytemuck::Pod + Send + Sync>(par: &Par<'_>, src: &[T], l: &Layout, d: &mut [T]) {
     let r = l.rank();
     let (shape, st) = (l.shape(), l.strides());
     let (rows, cols) = (shape[r - 2], shape[r - 1]);
     let (s0, s1) = (st[r - 2], st[r - 1]);
     let outer = &shape[..r - 2];
     let outer_st = &st[..r - 2];
+    let blocks = s0 == 1 && core::mem::size_of::<T>() == 4 && has_avx();
     par.for_rows(d, cols, |row0, chunk| {
         let nrows = chunk.len() / cols;
         let mut i = 0;
@@ -161,17 +165,113 @@ fn copy_tiled<T: Copy + Send + Sync>(par: &Par<'_>, src: &[T], l: &Layout, d: &m
             let th = TILE.min(rows - ri).min(nrows - i);
             for j0 in (0..cols).step_by(TILE) {
                 let tw = TILE.min(cols - j0);
+                // The tile's first source element and first destination row.
+                let p = base + ri * s0 + j0 * s1;
+                let dt = &mut chunk[i * cols + j0..];
+                let (bh, bw) = if blocks {
+                    (th / 8 * 8, tw / 8 * 8)
+                } else {
+                    (0, 0)
+                };
+                for ii in (0..bh).step_by(8) {
+                    for jj in (0..bw).step_by(8) {
+                        let from = &src[p + ii + jj * s1..];
+                        let to = &mut dt[ii * cols + jj..];
+                        if let (Ok(from), Ok(to)) = (
+                            bytemuck::try_cast_slice::<T, u32>(from),
+                            bytemuck::try_cast_slice_mut::<T, u32>(to),
+                        ) {
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: `blocks` is only true where has_avx()
+                            // found AVX.
+                            unsafe {
+                                transpose_8x8(from, s1, to, cols)
+                            };
+                            #[cfg(not(target_arch = "x86_64"))]
+                            let _ = (from, to);
+                        }
+                    }
+                }
+                // What the blocks left: the rows below them, then the
+                // columns right of them.
                 for ii in 0..th {
-                    let drow = &mut chunk[(i + ii) * cols + j0..(i + ii) * cols + j0 + tw];
-                    let p = base + (ri + ii) * s0 + j0 * s1;
+                    let start = if ii < bh { bw } else { 0 };
+                    let drow = &mut dt[ii * cols + start..ii * cols + tw];
+                    let q = p + ii * s0 + start * s1;
                     for (jj, x) in drow.iter_mut().enumerate() {
-                        *x = src[p + jj * s1];
+                        *x = src[q + jj * s1];
                     }
                 }
             }
             i += th;
         }
     });
+}
+
+/// Whether the CPU has AVX (for [`transpose_8x8`]).
+fn has_avx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `d[r * ds + c] = s[c * ss + r]` for `r, c < 8`: an 8x8 block of 4-byte
+/// elements transposed through eight AVX registers (unpack, shuffle, then
+/// swap 128-bit halves), as bits: a NaN's payload is kept. Does nothing
+/// when either slice is too short for the block.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn transpose_8x8(s: &[u32], ss: usize, d: &mut [u32], ds: usize) {
+    use core::arch::x86_64::{
+        __m256, _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_shuffle_ps, _mm256_storeu_ps,
+        _mm256_unpackhi_ps, _mm256_unpacklo_ps,
+    };
+    if s.len() < 7 * ss + 8 || d.len() < 7 * ds + 8 {
+        return;
+    }
+    let sp = s.as_ptr().cast::<f32>();
+    // SAFETY: row k reads s[k * ss .. k * ss + 8], inside `s` for k < 8
+    // (length checked above); unaligned loads accept any address.
+    let r: [__m256; 8] = core::array::from_fn(|k| unsafe { _mm256_loadu_ps(sp.add(k * ss)) });
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    // 0x44 picks elements (0, 1) of each pair, 0xEE elements (2, 3).
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    // 0x20: low halves of both operands; 0x31: high halves.
+    let out = [
+        _mm256_permute2f128_ps::<0x20>(u0, u4),
+        _mm256_permute2f128_ps::<0x20>(u1, u5),
+        _mm256_permute2f128_ps::<0x20>(u2, u6),
+        _mm256_permute2f128_ps::<0x20>(u3, u7),
+        _mm256_permute2f128_ps::<0x31>(u0, u4),
+        _mm256_permute2f128_ps::<0x31>(u1, u5),
+        _mm256_permute2f128_ps::<0x31>(u2, u6),
+        _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ];
+    let dp = d.as_mut_ptr().cast::<f32>();
+    for (k, v) in out.into_iter().enumerate() {
+        // SAFETY: row k writes d[k * ds .. k * ds + 8], inside `d` for
+        // k < 8 (length checked above); unaligned stores accept any address.
+        unsafe { _mm256_storeu_ps(dp.add(k * ds), v) };
+    }
 }
 
 /// Element offset of outer index `b` (row-major over `shape`) under `strides`.
