@@ -516,3 +516,53 @@ fn slice_of<'a, T: Copy>(a: Arg<'a, T>, spare: &'a mut [T]) -> &'a [T] {
         Arg::D => &[],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `transpose_8x8` on its own (no pool, so Miri can run it when AVX is
+    /// enabled for it): a block inside larger strided rows lands
+    /// transposed, and nothing outside the block is written.
+    #[test]
+    fn an_8x8_block_lands_transposed_and_nothing_else_is_written() {
+        if !has_avx() {
+            eprintln!("skipped: no AVX on this CPU (or under Miri without -C target-feature=+avx)");
+            return;
+        }
+        let (ss, ds) = (11, 13);
+        let src: Vec<u32> = (0..8 * ss as u32).map(|i| 0x7FC0_0000 | i).collect();
+        let mut dst = vec![u32::MAX; 8 * ds];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: has_avx() found AVX just above.
+        unsafe {
+            transpose_8x8(&src[2..], ss, &mut dst[1..], ds)
+        };
+        for r in 0..8 {
+            for c in 0..ds {
+                let want = if (1..9).contains(&c) {
+                    src[2 + (c - 1) * ss + r]
+                } else {
+                    u32::MAX
+                };
+                assert_eq!(dst[r * ds + c], want, "row {r}, column {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_8x8_block_with_short_slices_writes_nothing() {
+        if !has_avx() {
+            eprintln!("skipped: no AVX on this CPU");
+            return;
+        }
+        let src = vec![1u32; 7 * 8 + 7];
+        let mut dst = vec![0u32; 64];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: has_avx() found AVX just above.
+        unsafe {
+            transpose_8x8(&src, 8, &mut dst, 8)
+        };
+        assert!(dst.iter().all(|&x| x == 0));
+    }
+}
