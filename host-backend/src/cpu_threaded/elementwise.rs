@@ -173,24 +173,9 @@ fn copy_tiled<T: bytemuck::Pod + Send + Sync>(par: &Par<'_>, src: &[T], l: &Layo
                 } else {
                     (0, 0)
                 };
-                for ii in (0..bh).step_by(8) {
-                    for jj in (0..bw).step_by(8) {
-                        let from = &src[p + ii + jj * s1..];
-                        let to = &mut dt[ii * cols + jj..];
-                        if let (Ok(from), Ok(to)) = (
-                            bytemuck::try_cast_slice::<T, u32>(from),
-                            bytemuck::try_cast_slice_mut::<T, u32>(to),
-                        ) {
-                            #[cfg(target_arch = "x86_64")]
-                            // SAFETY: `blocks` is only true where has_avx()
-                            // found AVX.
-                            unsafe {
-                                transpose_8x8(from, s1, to, cols)
-                            };
-                            #[cfg(not(target_arch = "x86_64"))]
-                            let _ = (from, to);
-                        }
-                    }
+                if blocks {
+                    // SAFETY: `blocks` is only true where has_avx() found AVX.
+                    unsafe { tile_blocks(src, p, s1, dt, cols, bh, bw) };
                 }
                 // What the blocks left: the rows below them, then the
                 // columns right of them.
@@ -206,6 +191,39 @@ fn copy_tiled<T: bytemuck::Pod + Send + Sync>(par: &Par<'_>, src: &[T], l: &Layo
             i += th;
         }
     });
+}
+
+/// The 8x8 register blocks of one tile: rows `0..bh` and columns `0..bw`
+/// of `dt` (row stride `cols`), transposed from `src` at `p` (whose rows
+/// are `dt`'s columns, stride `s1`). Does nothing for elements that are
+/// not 4 bytes.
+///
+/// # Safety
+/// The CPU must have AVX ([`has_avx`]).
+unsafe fn tile_blocks<T: bytemuck::Pod>(
+    src: &[T],
+    p: usize,
+    s1: usize,
+    dt: &mut [T],
+    cols: usize,
+    bh: usize,
+    bw: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let (Ok(src), Ok(dt)) = (
+        bytemuck::try_cast_slice::<T, u32>(src),
+        bytemuck::try_cast_slice_mut::<T, u32>(dt),
+    ) {
+        for ii in (0..bh).step_by(8) {
+            for jj in (0..bw).step_by(8) {
+                let (from, to) = (&src[p + ii + jj * s1..], &mut dt[ii * cols + jj..]);
+                // SAFETY: the caller guarantees AVX.
+                unsafe { transpose_8x8(from, s1, to, cols) };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (src, p, s1, dt, cols, bh, bw);
 }
 
 /// Whether the CPU has AVX (for [`transpose_8x8`]).
