@@ -133,16 +133,16 @@ miri_tier() {
     run cargo "+$NIGHTLY" miri test -p kael-tests -p kael-core --features "$SOFT_FLOATS" \
         "${args[@]}" || ok=0
     # kael-host's unsafe code: the threaded backend's caching allocator
-    # (raw blocks kept and handed out again), and the transposing copy's
-    # 8x8 AVX block, tested on its own because the pool-based tests cannot
-    # run under Miri. Miri reports no CPU features by itself, so AVX is
+    # (raw blocks kept and handed out again, huge blocks advised), and the
+    # tiles of transposed operands with their 8x8 AVX blocks, tested on
+    # their own because the pool-based tests cannot run under Miri. Miri reports no CPU features by itself, so AVX is
     # enabled for that run. Matmul calls into `gemm` and softmax's
     # AVX-512/AVX2 rows are safe code apart from the feature dispatch; both
     # are checked against the reference by the conformance suite.
     run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::alloc || ok=0
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx" \
-        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::elementwise || ok=0
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]}, kael-host: cpu_threaded::alloc, cpu_threaded::elementwise (with AVX)"
+        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::tiles || ok=0
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]}, kael-host: cpu_threaded::alloc, cpu_threaded::tiles (with AVX)"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

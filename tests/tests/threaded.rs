@@ -577,3 +577,118 @@ fn softmax_rows_with_nan_and_infinities_match_the_reference() {
         assert_eq!(got[3 * n + 5], zero, "log={log}");
     }
 }
+
+/// Distinct, exactly representable values for index-mapping checks.
+fn distinct(n: usize, salt: u32) -> Vec<f32> {
+    (0..n as u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) ^ salt) % 2003) as f32 / 8.0 - 100.0)
+        .collect()
+}
+
+#[test]
+fn binary_ops_with_a_transposed_operand_equal_the_index_mapping() {
+    // Sizes around the 8x8 register blocks and the 32x32 tiles; `a` is
+    // row-major, `bt` reads `b_store` (cols x rows) transposed. Either side
+    // may be the transposed one, and both may be.
+    let (_, dev) = backend(2, 1);
+    type F = fn(f32, f32) -> f32;
+    let ops: [(&str, F); 4] = [
+        ("add", |x, y| x + y),
+        ("sub", |x, y| x - y),
+        ("mul", |x, y| x * y),
+        ("div", |x, y| x / y),
+    ];
+    for &(rows, cols) in &[(1, 1), (7, 9), (8, 8), (33, 40), (64, 31), (100, 72)] {
+        let av = distinct(rows * cols, 1);
+        let bv = distinct(rows * cols, 2);
+        let a = Tensor::from_slice(&av, &[rows, cols], &dev).unwrap();
+        let bt = Tensor::from_slice(&bv, &[cols, rows], &dev)
+            .unwrap()
+            .t()
+            .unwrap();
+        let at = a.t().unwrap().contiguous().unwrap().t().unwrap();
+        let b_at = |i: usize, j: usize| bv[j * rows + i];
+        for (name, f) in ops {
+            let run = |x: &Tensor, y: &Tensor| match name {
+                "add" => x.add(y),
+                "sub" => x.sub(y),
+                "mul" => x.mul(y),
+                _ => x.div(y),
+            };
+            let mut fwd = Vec::new();
+            let mut rev = Vec::new();
+            for i in 0..rows {
+                for j in 0..cols {
+                    fwd.push(f(av[i * cols + j], b_at(i, j)));
+                    rev.push(f(b_at(i, j), av[i * cols + j]));
+                }
+            }
+            let got = |t: Tensor| t.to_vec::<f32>().unwrap();
+            assert_eq!(got(run(&a, &bt).unwrap()), fwd, "{name} {rows}x{cols}");
+            assert_eq!(got(run(&bt, &a).unwrap()), rev, "{name} rev {rows}x{cols}");
+            assert_eq!(
+                got(run(&at, &bt).unwrap()),
+                fwd,
+                "{name} both {rows}x{cols}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_batched_transposed_operand_broadcasts_against_a_row() {
+    // x[b, i, j] = store[b, j, i]; y[j] broadcast over b and i; f64.
+    let (_, dev) = backend(2, 1);
+    let (nb, m, n) = (3, 37, 45);
+    let sv: Vec<f64> = distinct(nb * m * n, 3).into_iter().map(f64::from).collect();
+    let yv: Vec<f64> = distinct(n, 4).into_iter().map(f64::from).collect();
+    let x = Tensor::from_slice(&sv, &[nb, n, m], &dev)
+        .unwrap()
+        .transpose(1, 2)
+        .unwrap();
+    let y = Tensor::from_slice(&yv, &[n], &dev).unwrap();
+    let got = x.sub(&y).unwrap().to_vec::<f64>().unwrap();
+    let mut want = Vec::new();
+    for b in 0..nb {
+        for i in 0..m {
+            for j in 0..n {
+                want.push(sv[(b * n + j) * m + i] - yv[j]);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn in_place_add_of_a_transposed_source_equals_the_index_mapping() {
+    let (_, dev) = backend(2, 1);
+    let (rows, cols) = (41, 70);
+    let cv = distinct(rows * cols, 5);
+    let bv = distinct(rows * cols, 6);
+    let c = Tensor::from_slice(&cv, &[rows, cols], &dev).unwrap();
+    let bt = Tensor::from_slice(&bv, &[cols, rows], &dev)
+        .unwrap()
+        .t()
+        .unwrap();
+    c.add_(&bt).unwrap();
+    let want: Vec<f32> = (0..rows * cols)
+        .map(|k| cv[k] + bv[(k % cols) * rows + k / cols])
+        .collect();
+    assert_eq!(c.to_vec::<f32>().unwrap(), want);
+}
+
+#[test]
+fn a_unary_op_on_a_transposed_operand_equals_the_index_mapping() {
+    let (_, dev) = backend(2, 1);
+    let (rows, cols) = (50, 33);
+    let v = distinct(rows * cols, 7);
+    let xt = Tensor::from_slice(&v, &[cols, rows], &dev)
+        .unwrap()
+        .t()
+        .unwrap();
+    let got = xt.abs().unwrap().to_vec::<f32>().unwrap();
+    let want: Vec<f32> = (0..rows * cols)
+        .map(|k| v[(k % cols) * rows + k / cols].abs())
+        .collect();
+    assert_eq!(got, want);
+}

@@ -25,6 +25,7 @@ mod engine;
 mod float;
 mod matmul;
 mod reduce;
+mod tiles;
 
 pub use alloc::{CachingAllocator, DEFAULT_CAP, MIN_CACHED, size_class};
 
