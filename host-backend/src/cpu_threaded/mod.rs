@@ -25,6 +25,7 @@ mod engine;
 mod float;
 mod matmul;
 mod reduce;
+mod softmax;
 mod tiles;
 
 pub use alloc::{CachingAllocator, DEFAULT_CAP, MIN_CACHED, size_class};
@@ -310,7 +311,7 @@ impl Backend for ThreadedCpuBackend {
         if is_empty(&dst) {
             return reference::reduce::softmax(src, dim, log, dst);
         }
-        reduce::softmax(&self.par(), src, dim, log, dst)
+        softmax::softmax(&self.par(), src, dim, log, dst)
     }
 
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
