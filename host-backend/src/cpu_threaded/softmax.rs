@@ -60,7 +60,11 @@ pub(super) fn softmax(
 // the benchmark's 1024 f32 is 4 KiB), and the exp pass reads it from there
 // and writes `dst`, so no copy of the source precedes the arithmetic.
 // (Prefetching the next row in software measured slower than leaving it to
-// the hardware prefetcher.) The exp polynomial is fused multiply-adds where
+// the hardware prefetcher. Writing the output with streaming stores through
+// a one-row scratch buffer, to skip the read-for-ownership of each output
+// line, measured no faster either: 1.84-2.13 ms against 1.70-2.01 ms median
+// over 300 runs of 4096x1024, interleaved; this machine's 105 MiB L3 keeps
+// the 16 MiB output, which streaming stores would push out to memory.) The exp polynomial is fused multiply-adds where
 // the CPU has FMA (`exp_fast`). The
 // max is a plain `>` fold over 16 lanes, not a NaN-propagating one (whose
 // blends form a dependency chain): a NaN anywhere in the row still makes
