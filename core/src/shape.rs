@@ -19,13 +19,22 @@ pub const MAX_RANK: usize = 8;
 /// assert_eq!(d.numel(), 24);
 /// # Ok::<(), kael_core::Error>(())
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
-pub struct Dims(heapless::Vec<usize, MAX_RANK, u8>);
+// INVARIANT: `len <= MAX_RANK`, and the entries past `len` are 0, so that a
+// clone is one fixed-size copy (no loop over the live entries, no length-
+// dependent memcpy call: views clone a shape and strides each).
+#[derive(Clone, Default)]
+pub struct Dims {
+    dims: [usize; MAX_RANK],
+    len: u8,
+}
 
 impl Dims {
     /// An empty list (the shape of a scalar).
     pub const fn new() -> Self {
-        Self(heapless::Vec::new())
+        Self {
+            dims: [0; MAX_RANK],
+            len: 0,
+        }
     }
 
     /// Copies `dims`.
@@ -33,12 +42,18 @@ impl Dims {
     /// # Errors
     /// [`Error::RankTooLarge`] when `dims` has more than [`MAX_RANK`] entries.
     pub fn from_slice(dims: &[usize]) -> Result<Self> {
-        heapless::Vec::from_slice(dims)
-            .map(Self)
-            .map_err(|_| Error::RankTooLarge {
-                rank: dims.len(),
-                max: MAX_RANK,
-            })
+        let mut out = Self::new();
+        match out.dims.get_mut(..dims.len()) {
+            Some(live) => live.copy_from_slice(dims),
+            None => {
+                return Err(Error::RankTooLarge {
+                    rank: dims.len(),
+                    max: MAX_RANK,
+                });
+            }
+        }
+        out.len = dims.len() as u8;
+        Ok(out)
     }
 
     /// Appends one entry.
@@ -46,71 +61,103 @@ impl Dims {
     /// # Errors
     /// [`Error::RankTooLarge`] when the list is full.
     pub fn push(&mut self, d: usize) -> Result<()> {
-        let rank = self.0.len() + 1;
-        self.0.push(d).map_err(|_| Error::RankTooLarge {
-            rank,
-            max: MAX_RANK,
-        })
+        let rank = self.rank() + 1;
+        match self.dims.get_mut(rank - 1) {
+            Some(slot) => *slot = d,
+            None => {
+                return Err(Error::RankTooLarge {
+                    rank,
+                    max: MAX_RANK,
+                });
+            }
+        }
+        self.len += 1;
+        Ok(())
     }
 
     /// Inserts an entry at `index` (`index <= len`).
     ///
     /// # Errors
-    /// [`Error::RankTooLarge`] when the list is full.
+    /// [`Error::RankTooLarge`] when the list is full, [`Error::InvalidArgument`]
+    /// when `index > len`.
     pub fn insert(&mut self, index: usize, d: usize) -> Result<()> {
-        let rank = self.0.len() + 1;
-        self.0.insert(index, d).map_err(|_| Error::RankTooLarge {
-            rank,
-            max: MAX_RANK,
-        })
+        let len = self.rank();
+        if index > len {
+            return Err(Error::InvalidArgument {
+                op: "Dims::insert",
+                reason: "the index is past the end; insert at most at the rank",
+            });
+        }
+        self.push(d)?;
+        self.dims[index..=len].rotate_right(1);
+        Ok(())
     }
 
     /// Removes and returns the entry at `index`, if it exists.
     pub fn remove(&mut self, index: usize) -> Option<usize> {
-        if index < self.0.len() {
-            Some(self.0.remove(index))
-        } else {
-            None
+        let len = self.rank();
+        if index >= len {
+            return None;
         }
+        let d = self.dims[index];
+        self.dims[index..len].rotate_left(1);
+        self.dims[len - 1] = 0;
+        self.len -= 1;
+        Some(d)
     }
 
     /// The product of all entries (1 for an empty list).
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        self.as_slice().iter().product()
     }
 
     /// Number of entries.
     pub fn rank(&self) -> usize {
-        self.0.len()
+        usize::from(self.len)
     }
 
     /// The entries as a slice.
     pub fn as_slice(&self) -> &[usize] {
-        &self.0
+        &self.dims[..self.rank()]
     }
 
     /// The entries as a mutable slice.
     pub fn as_mut_slice(&mut self) -> &mut [usize] {
-        &mut self.0
+        let len = self.rank();
+        &mut self.dims[..len]
     }
 }
 
 impl core::ops::Deref for Dims {
     type Target = [usize];
     fn deref(&self) -> &[usize] {
-        &self.0
+        self.as_slice()
     }
 }
 
 impl core::ops::DerefMut for Dims {
     fn deref_mut(&mut self) -> &mut [usize] {
-        &mut self.0
+        self.as_mut_slice()
+    }
+}
+
+impl PartialEq for Dims {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Dims {}
+
+impl core::hash::Hash for Dims {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
     }
 }
 
 impl core::fmt::Debug for Dims {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        f.debug_list().entries(self.as_slice()).finish()
     }
 }
 
@@ -263,6 +310,64 @@ mod tests {
             Dims::from_slice(&[1; 9]),
             Err(Error::RankTooLarge { rank: 9, max: 8 })
         ));
+    }
+
+    #[test]
+    fn a_ninth_push_is_refused_and_changes_nothing() {
+        let mut d = Dims::from_slice(&[1; 8]).unwrap();
+        assert!(matches!(
+            d.push(2),
+            Err(Error::RankTooLarge { rank: 9, max: 8 })
+        ));
+        assert!(d.insert(0, 2).is_err());
+        assert_eq!(d, [1; 8]);
+    }
+
+    #[test]
+    fn insert_and_remove_shift_the_entries_after_the_index() {
+        let mut d = Dims::from_slice(&[1, 2, 3]).unwrap();
+        d.insert(1, 9).unwrap();
+        assert_eq!(d, [1, 9, 2, 3]);
+        d.insert(4, 7).unwrap();
+        assert_eq!(d, [1, 9, 2, 3, 7]);
+        assert_eq!(d.remove(0), Some(1));
+        assert_eq!(d.remove(5), None);
+        assert_eq!(d, [9, 2, 3, 7]);
+    }
+
+    #[test]
+    fn inserting_past_the_end_is_an_error() {
+        let mut d = Dims::from_slice(&[1, 2]).unwrap();
+        assert!(matches!(d.insert(3, 5), Err(Error::InvalidArgument { .. })));
+        assert_eq!(d, [1, 2]);
+    }
+
+    #[test]
+    fn lists_with_the_same_entries_are_equal_and_hash_alike_whatever_their_history() {
+        use core::hash::{Hash, Hasher};
+        struct Sum(u64);
+        impl Hasher for Sum {
+            fn finish(&self) -> u64 {
+                self.0
+            }
+            fn write(&mut self, bytes: &[u8]) {
+                for (i, &b) in bytes.iter().enumerate() {
+                    self.0 = self.0.wrapping_mul(31).wrapping_add(b as u64 + i as u64);
+                }
+            }
+        }
+        let hash = |d: &Dims| {
+            let mut h = Sum(0);
+            d.hash(&mut h);
+            h.finish()
+        };
+        let mut a = Dims::from_slice(&[5, 6, 7]).unwrap();
+        assert_eq!(a.remove(2), Some(7));
+        let b = Dims::from_slice(&[5, 6]).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(hash(&a), hash(&b));
+        assert_eq!(a.clone(), b);
+        assert_ne!(a, Dims::from_slice(&[5, 6, 0]).unwrap());
     }
 
     #[test]
