@@ -670,6 +670,20 @@ impl Tensor {
             )
         });
         let layout = derive(&layout)?;
+        self.view_from_parts(storage, layout, dtype, device)
+    }
+
+    /// The rest of [`Tensor::make_view_as`], outside the generic part so
+    /// that every view op shares one copy of it (`TensorImpl::new_on` is
+    /// inlined here, which keeps the impl from being moved through a
+    /// `Result` before it reaches the heap).
+    fn view_from_parts(
+        &self,
+        storage: Shared<Storage>,
+        layout: Layout,
+        dtype: DType,
+        device: Option<Device>,
+    ) -> Result<Tensor> {
         let root = self.root();
         let layout = if layout.shape().contains(&0) {
             let len = storage.nbytes() / dtype.size_in_bytes();

@@ -93,7 +93,7 @@ impl TensorImpl {
     /// # Errors
     /// As [`TensorImpl::new`]; [`Error::DeviceMismatch`] for a device that
     /// cannot read the storage's bytes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new_on(
         storage: Shared<Storage>,
         layout: Layout,
