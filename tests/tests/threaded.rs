@@ -692,3 +692,44 @@ fn a_unary_op_on_a_transposed_operand_equals_the_index_mapping() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn comparisons_with_a_transposed_or_scalar_operand_equal_the_index_mapping() {
+    let (_, dev) = backend(2, 1);
+    for &(rows, cols) in &[(7, 9), (33, 40), (100, 72)] {
+        let av = distinct(rows * cols, 8);
+        let bv = distinct(rows * cols, 9);
+        let a = Tensor::from_slice(&av, &[rows, cols], &dev).unwrap();
+        let bt = Tensor::from_slice(&bv, &[cols, rows], &dev)
+            .unwrap()
+            .t()
+            .unwrap();
+        let b_at = |k: usize| bv[(k % cols) * rows + k / cols];
+        let n = rows * cols;
+        let lt: Vec<bool> = (0..n).map(|k| av[k] < b_at(k)).collect();
+        let ge: Vec<bool> = (0..n).map(|k| b_at(k) >= av[k]).collect();
+        assert_eq!(
+            a.lt(&bt).unwrap().to_vec::<bool>().unwrap(),
+            lt,
+            "{rows}x{cols}"
+        );
+        assert_eq!(
+            bt.ge(&a).unwrap().to_vec::<bool>().unwrap(),
+            ge,
+            "{rows}x{cols}"
+        );
+        let k = Tensor::from_slice(&[0.5f32], &[1], &dev).unwrap();
+        let gt: Vec<bool> = (0..n).map(|k| b_at(k) > 0.5).collect();
+        assert_eq!(
+            bt.gt(&k).unwrap().to_vec::<bool>().unwrap(),
+            gt,
+            "{rows}x{cols}"
+        );
+        let eq: Vec<bool> = (0..n).map(|k| 0.5 == av[k]).collect();
+        assert_eq!(
+            k.eq(&a).unwrap().to_vec::<bool>().unwrap(),
+            eq,
+            "{rows}x{cols}"
+        );
+    }
+}

@@ -177,13 +177,22 @@ fn apply2<T: Copy>(d: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -
     }
 }
 
-/// `d = f(a, b)` into another element type; sources are never the
-/// destination here (callers route aliasing to the reference kernel).
+/// `d = f(a, b)` into another element type. `D` never reaches here: the
+/// callers' sources are never their destination (aliasing is routed to the
+/// reference kernel).
 #[inline(always)]
-fn apply2_to<T: Copy, U>(d: &mut [U], a: &[T], b: &[T], f: impl Fn(T, T) -> U) {
-    d.iter_mut()
-        .zip(a.iter().zip(b))
-        .for_each(|(d, (&a, &b))| *d = f(a, b));
+fn apply2_to<T: Copy, U>(d: &mut [U], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> U) {
+    use Arg::{K, S};
+    match (a, b) {
+        (S(a), S(b)) => d
+            .iter_mut()
+            .zip(a.iter().zip(b))
+            .for_each(|(d, (&a, &b))| *d = f(a, b)),
+        (S(a), K(b)) => d.iter_mut().zip(a).for_each(|(d, &a)| *d = f(a, b)),
+        (K(a), S(b)) => d.iter_mut().zip(b).for_each(|(d, &b)| *d = f(a, b)),
+        (K(a), K(b)) => d.iter_mut().for_each(|d| *d = f(a, b)),
+        _ => {}
+    }
 }
 
 /// Whether the kernels here can write `dst` (contiguous, host bytes).
@@ -441,16 +450,7 @@ fn compare_as<T: Fl>(
     let d = &mut cast_slice_mut::<u8>(gd.bytes_mut())?[off..off + n];
     macro_rules! go {
         ($f:expr) => {
-            par.for_chunks(d, |start, chunk| {
-                let (mut ba, mut bb) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
-                let (mut ka, mut kb) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
-                for (i, blk) in chunk.chunks_mut(BLOCK).enumerate() {
-                    let (s, m) = (start + i * BLOCK, blk.len());
-                    let x = slice_of(a.block(s, m, &mut ba), &mut ka[..m]);
-                    let y = slice_of(b.block(s, m, &mut bb), &mut kb[..m]);
-                    apply2_to(blk, x, y, $f);
-                }
-            })
+            run2(par, a, b, d, |blk, x, y| apply2_to(blk, x, y, $f))
         };
     }
     match op {
@@ -462,17 +462,4 @@ fn compare_as<T: Fl>(
         CmpOp::Ge => go!(|x: T, y: T| u8::from(x >= y)),
     }
     Ok(())
-}
-
-/// A block as a slice: a broadcast value is spread into `spare`. (`D`
-/// never reaches here: compare's sources are never its destination.)
-fn slice_of<'a, T: Copy>(a: Arg<'a, T>, spare: &'a mut [T]) -> &'a [T] {
-    match a {
-        Arg::S(s) => s,
-        Arg::K(v) => {
-            spare.fill(v);
-            spare
-        }
-        Arg::D => &[],
-    }
 }
