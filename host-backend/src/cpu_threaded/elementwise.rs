@@ -162,26 +162,20 @@ fn apply1<T: Copy>(d: &mut [T], a: Arg<'_, T>, f: impl Fn(T) -> T) {
 fn apply2<T: Copy>(d: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> T) {
     use Arg::{D, K, S};
     match (a, b) {
-        (S(a), S(b)) => d
-            .iter_mut()
-            .zip(a.iter().zip(b))
-            .for_each(|(d, (&a, &b))| *d = f(a, b)),
-        (S(a), K(b)) => d.iter_mut().zip(a).for_each(|(d, &a)| *d = f(a, b)),
-        (K(a), S(b)) => d.iter_mut().zip(b).for_each(|(d, &b)| *d = f(a, b)),
-        (K(a), K(b)) => d.fill(f(a, b)),
         (D, S(b)) => d.iter_mut().zip(b).for_each(|(d, &b)| *d = f(*d, b)),
         (S(a), D) => d.iter_mut().zip(a).for_each(|(d, &a)| *d = f(a, *d)),
         (D, K(b)) => d.iter_mut().for_each(|d| *d = f(*d, b)),
         (K(a), D) => d.iter_mut().for_each(|d| *d = f(a, *d)),
         (D, D) => d.iter_mut().for_each(|d| *d = f(*d, *d)),
+        (a, b) => apply2_to(d, a, b, f),
     }
 }
 
-/// `d = f(a, b)` into another element type. `D` never reaches here: the
-/// callers' sources are never their destination (aliasing is routed to the
-/// reference kernel).
+/// `d = f(a, b)` for operands that are slices or scalars, into any element
+/// type (`D` operands are [`apply2`]'s; compare's sources are never its
+/// destination, since aliasing goes to the reference kernel).
 #[inline(always)]
-fn apply2_to<T: Copy, U>(d: &mut [U], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> U) {
+fn apply2_to<T: Copy, U: Copy>(d: &mut [U], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> U) {
     use Arg::{K, S};
     match (a, b) {
         (S(a), S(b)) => d
@@ -190,7 +184,7 @@ fn apply2_to<T: Copy, U>(d: &mut [U], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T
             .for_each(|(d, (&a, &b))| *d = f(a, b)),
         (S(a), K(b)) => d.iter_mut().zip(a).for_each(|(d, &a)| *d = f(a, b)),
         (K(a), S(b)) => d.iter_mut().zip(b).for_each(|(d, &b)| *d = f(a, b)),
-        (K(a), K(b)) => d.iter_mut().for_each(|d| *d = f(a, b)),
+        (K(a), K(b)) => d.fill(f(a, b)),
         _ => {}
     }
 }

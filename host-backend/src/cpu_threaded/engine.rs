@@ -208,6 +208,18 @@ impl<'a, T: Copy> Opnd<'a, T> {
     }
 }
 
+/// Element offset of outer index `b` (row-major over `shape`, the dims
+/// before a matrix) under `strides`: where batch `b` of a layout starts.
+pub(super) fn outer_offset(b: usize, shape: &[usize], strides: &[usize]) -> usize {
+    let mut rest = b;
+    let mut off = 0;
+    for (&n, &s) in shape.iter().zip(strides).rev() {
+        off += (rest % n) * s;
+        rest /= n;
+    }
+    off
+}
+
 /// Copies the elements with row-major indices `start..start + out.len()`
 /// of `layout` over `src` into `out`.
 pub(super) fn gather<T: Copy>(src: &[T], layout: &Layout, start: usize, out: &mut [T]) {

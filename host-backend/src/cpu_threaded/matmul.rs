@@ -8,7 +8,7 @@
 //! single-threaded gemm. f32, f64 and f16; other dtypes go to the
 //! reference kernel.
 
-use super::engine::{Par, cast_slice, cast_slice_mut};
+use super::engine::{Par, cast_slice, cast_slice_mut, outer_offset};
 use kael_core::Result;
 use kael_core::backend::{Dst, Src};
 use kael_core::cpu::matmul as reference;
@@ -74,17 +74,6 @@ pub(super) fn matmul(par: &Par<'_>, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) ->
     }
 }
 
-/// Element offsets of batch `b` (row-major over `shape`) under `strides`.
-fn batch_offset(b: usize, shape: &[usize], strides: &[usize]) -> usize {
-    let mut rest = b;
-    let mut off = 0;
-    for (&n, &s) in shape.iter().zip(strides).rev() {
-        off += (rest % n) * s;
-        rest /= n;
-    }
-    off
-}
-
 fn gemm_as<T: bytemuck::Pod + Send + Sync + 'static>(
     par: &Par<'_>,
     lhs: Src<'_>,
@@ -118,10 +107,10 @@ fn gemm_as<T: bytemuck::Pod + Send + Sync + 'static>(
     // Writes rows i0..i0+mi, columns j0..j0+nj of product `bi` of `d`.
     let tile = |bi: usize, i0: usize, mi: usize, j0: usize, nj: usize| {
         let ao = lhs.layout.offset()
-            + batch_offset(bi, batch_shape, &ls[..rank - 2])
+            + outer_offset(bi, batch_shape, &ls[..rank - 2])
             + i0 * ls[rank - 2];
         let bo = rhs.layout.offset()
-            + batch_offset(bi, batch_shape, &rs[..rank - 2])
+            + outer_offset(bi, batch_shape, &rs[..rank - 2])
             + j0 * rs[rank - 1];
         // SAFETY: the tensor layer validated both layouts against their
         // storages (TensorImpl INVARIANT 2), so every element `a[ao + i *

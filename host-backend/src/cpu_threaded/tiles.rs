@@ -6,7 +6,7 @@
 //! few cache lines per row. A plain transpose of 4-byte elements moves 8x8
 //! blocks through AVX registers ([`transpose_8x8`]) where the CPU has AVX.
 
-use super::engine::Par;
+use super::engine::{Par, outer_offset};
 use kael_core::layout::Layout;
 
 /// Side of the square tiles.
@@ -82,7 +82,7 @@ pub(super) fn gather_tile<T: bytemuck::Pod>(
     let (s0, s1) = (st[r - 2], st[r - 1]);
     let rows = shape[r - 2];
     let (b, ri) = (tile.row / rows, tile.row % rows);
-    let p = l.offset() + offset_of(b, &shape[..r - 2], &st[..r - 2]) + ri * s0 + tile.col * s1;
+    let p = l.offset() + outer_offset(b, &shape[..r - 2], &st[..r - 2]) + ri * s0 + tile.col * s1;
     let blocks = s0 == 1 && core::mem::size_of::<T>() == 4 && has_avx();
     let (bh, bw) = if blocks {
         (tile.h / 8 * 8, tile.w / 8 * 8)
@@ -202,17 +202,6 @@ fn transpose_8x8(s: &[u32], ss: usize, d: &mut [u32], ds: usize) {
         // k < 8 (length checked above); unaligned stores accept any address.
         unsafe { _mm256_storeu_ps(dp.add(k * ds), v) };
     }
-}
-
-/// Element offset of outer index `b` (row-major over `shape`) under `strides`.
-fn offset_of(b: usize, shape: &[usize], strides: &[usize]) -> usize {
-    let mut rest = b;
-    let mut off = 0;
-    for (&n, &s) in shape.iter().zip(strides).rev() {
-        off += (rest % n) * s;
-        rest /= n;
-    }
-    off
 }
 
 #[cfg(test)]
