@@ -65,10 +65,10 @@ fn run2<T: bytemuck::Pod + Send + Sync, U: Send>(
 // can be) into a TILE x TILE buffer, and `kern` runs on each of the
 // tile's rows with the other operands' matching row segments.
 
-/// The layout of an operand that reads best in tiles.
-fn tiled<'a, T>(o: &Opnd<'a, T>) -> Option<&'a Layout> {
+/// The storage and layout of an operand that reads best in tiles.
+fn tiled<'a, T>(o: &Opnd<'a, T>) -> Option<(&'a [T], &'a Layout)> {
     match *o {
-        Opnd::Strided(_, l) if wants_tiles(l) => Some(l),
+        Opnd::Strided(s, l) if wants_tiles(l) => Some((s, l)),
         _ => None,
     }
 }
@@ -97,7 +97,9 @@ fn run2_tiled<T: bytemuck::Pod + Send + Sync, U: Send>(
     d: &mut [U],
     kern: impl Fn(&mut [U], Arg<'_, T>, Arg<'_, T>) + Sync,
 ) {
-    let Some(l) = tiled(&a).or(tiled(&b)) else {
+    // Decided once per op, not per tile or row.
+    let (ta, tb) = (tiled(&a), tiled(&b));
+    let Some((_, l)) = ta.or(tb) else {
         return;
     };
     let (rows, cols) = matrix_of(l);
@@ -114,33 +116,32 @@ fn run2_tiled<T: bytemuck::Pod + Send + Sync, U: Send>(
             row_a,
             row_b,
         } = s;
-        for (o, buf) in [(&a, &mut *tile_a), (&b, &mut *tile_b)] {
-            if let Opnd::Strided(src, l) = *o {
-                if wants_tiles(l) {
-                    gather_tile(src, l, t, buf, TILE);
-                }
+        for (o, buf) in [(ta, &mut *tile_a), (tb, &mut *tile_b)] {
+            if let Some((src, l)) = o {
+                gather_tile(src, l, t, buf, TILE);
             }
         }
         for ii in 0..t.h {
             let start = (t.row + ii) * cols + t.col;
-            let x = tile_row(&a, tile_a, ii, t.w, start, row_a);
-            let y = tile_row(&b, tile_b, ii, t.w, start, row_b);
+            let x = tile_row(&a, ta.is_some(), tile_a, ii, t.w, start, row_a);
+            let y = tile_row(&b, tb.is_some(), tile_b, ii, t.w, start, row_b);
             kern(&mut dt[ii * cols..ii * cols + t.w], x, y);
         }
     });
 }
 
 /// Row `ii` (`w` elements, destination index `start`) of an operand's
-/// tile: from its gathered tile when it wants tiles, else its block.
+/// tile: from its gathered `tile` when it is `gathered`, else its block.
 fn tile_row<'b, T: Copy>(
     o: &'b Opnd<'_, T>,
+    gathered: bool,
     tile: &'b [T],
     ii: usize,
     w: usize,
     start: usize,
     row: &'b mut [T],
 ) -> Arg<'b, T> {
-    if tiled(o).is_some() {
+    if gathered {
         Arg::S(&tile[ii * TILE..ii * TILE + w])
     } else {
         o.block(start, w, row)
