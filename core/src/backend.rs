@@ -45,151 +45,7 @@ impl Src<'_> {
     }
 }
 
-/// Elementwise functions of one operand.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum UnaryOp {
-    /// `-x`
-    Neg,
-    /// `|x|`
-    Abs,
-    /// `e^x`
-    Exp,
-    /// natural log
-    Log,
-    /// square root
-    Sqrt,
-    /// `x*x`
-    Sqr,
-    /// `1/x`
-    Recip,
-    /// hyperbolic tangent
-    Tanh,
-    /// `1/(1+e^-x)`
-    Sigmoid,
-    /// `max(x, 0)`
-    Relu,
-    /// GELU, exact (erf) form: `x/2 (1 + erf(x/sqrt 2))`
-    Gelu,
-    /// GELU, tanh approximation
-    GeluTanh,
-    /// `x * sigmoid(x)`
-    Silu,
-    /// sine
-    Sin,
-    /// cosine
-    Cos,
-    /// `x^p`
-    Powf(f64),
-    /// `min(max(x, lo), hi)`; `None` bounds are open.
-    Clamp(Option<f64>, Option<f64>),
-    /// `x * mul + add`
-    Affine {
-        /// factor
-        mul: f64,
-        /// addend
-        add: f64,
-    },
-    /// `1` where `x > 0`, else `0` (relu's derivative)
-    Step,
-    /// sign of x (-1, 0, 1)
-    Sign,
-    /// the error function
-    Erf,
-}
-
-impl UnaryOp {
-    /// Whether the op is defined for integer dtypes too.
-    pub fn works_on_ints(&self) -> bool {
-        matches!(
-            self,
-            UnaryOp::Neg
-                | UnaryOp::Abs
-                | UnaryOp::Sqr
-                | UnaryOp::Relu
-                | UnaryOp::Clamp(..)
-                | UnaryOp::Step
-                | UnaryOp::Sign
-        )
-    }
-
-    /// The op's name, for errors and graph dumps.
-    pub fn name(&self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Sqr => "sqr",
-            UnaryOp::Recip => "recip",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Gelu => "gelu",
-            UnaryOp::GeluTanh => "gelu_tanh",
-            UnaryOp::Silu => "silu",
-            UnaryOp::Sin => "sin",
-            UnaryOp::Cos => "cos",
-            UnaryOp::Powf(_) => "powf",
-            UnaryOp::Clamp(..) => "clamp",
-            UnaryOp::Affine { .. } => "affine",
-            UnaryOp::Step => "step",
-            UnaryOp::Sign => "sign",
-            UnaryOp::Erf => "erf",
-        }
-    }
-}
-
-/// Elementwise functions of two operands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b` (floats only)
-    Div,
-    /// `max(a, b)` (NaN propagates)
-    Maximum,
-    /// `min(a, b)` (NaN propagates)
-    Minimum,
-    /// `a ^ b` (floats only)
-    Pow,
-}
-
-impl BinaryOp {
-    /// The op's name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-            BinaryOp::Pow => "pow",
-        }
-    }
-}
-
-/// Comparisons; the destination is `Bool`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CmpOp {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
-}
+pub use crate::ops::{BinaryOp, CmpOp, UnaryOp};
 
 /// Reductions over a set of dims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,9 +170,9 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn binary(&self, op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (lhs, rhs, dst);
+        let _ = (op, lhs, rhs, dst);
         Err(Error::Unsupported {
-            op: op.name(),
+            op: "compare",
             device: self.kind(),
         })
     }

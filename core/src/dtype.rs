@@ -183,28 +183,36 @@ macro_rules! int_scalar {
             const DTYPE: DType = $d;
             const ZERO: Self = 0;
             const ONE: Self = 1;
+            #[inline]
             fn from_f64(v: f64) -> Self {
                 v as $t
             }
+            #[inline]
             fn to_f64(self) -> f64 {
                 self as f64
             }
+            #[inline]
             fn add(self, o: Self) -> Self {
                 self.wrapping_add(o)
             }
+            #[inline]
             fn sub(self, o: Self) -> Self {
                 self.wrapping_sub(o)
             }
+            #[inline]
             fn mul(self, o: Self) -> Self {
                 self.wrapping_mul(o)
             }
+            #[inline]
             fn div(self, o: Self) -> Self {
                 self.checked_div(o).unwrap_or(0)
             }
+            #[inline]
             fn neg(self) -> Self {
                 self.wrapping_neg()
             }
             #[allow(unused_comparisons)]
+            #[inline]
             fn abs(self) -> Self {
                 if self < 0 { self.wrapping_neg() } else { self }
             }
@@ -221,30 +229,39 @@ macro_rules! float_scalar {
             const DTYPE: DType = $d;
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
+            #[inline]
             fn from_f64(v: f64) -> Self {
                 v as $t
             }
+            #[inline]
             fn to_f64(self) -> f64 {
                 self as f64
             }
+            #[inline]
             fn add(self, o: Self) -> Self {
                 self + o
             }
+            #[inline]
             fn sub(self, o: Self) -> Self {
                 self - o
             }
+            #[inline]
             fn mul(self, o: Self) -> Self {
                 self * o
             }
+            #[inline]
             fn div(self, o: Self) -> Self {
                 self / o
             }
+            #[inline]
             fn neg(self) -> Self {
                 -self
             }
+            #[inline]
             fn abs(self) -> Self {
                 if self < 0.0 { -self } else { self }
             }
+            #[inline]
             fn is_nan(self) -> bool {
                 self != self
             }
@@ -260,30 +277,39 @@ macro_rules! half_scalar {
             const DTYPE: DType = $d;
             const ZERO: Self = <$t>::ZERO;
             const ONE: Self = <$t>::ONE;
+            #[inline]
             fn from_f64(v: f64) -> Self {
                 <$t>::from_f64(v)
             }
+            #[inline]
             fn to_f64(self) -> f64 {
                 <$t>::to_f64(self)
             }
+            #[inline]
             fn add(self, o: Self) -> Self {
                 <$t>::from_f32(self.to_f32() + o.to_f32())
             }
+            #[inline]
             fn sub(self, o: Self) -> Self {
                 <$t>::from_f32(self.to_f32() - o.to_f32())
             }
+            #[inline]
             fn mul(self, o: Self) -> Self {
                 <$t>::from_f32(self.to_f32() * o.to_f32())
             }
+            #[inline]
             fn div(self, o: Self) -> Self {
                 <$t>::from_f32(self.to_f32() / o.to_f32())
             }
+            #[inline]
             fn neg(self) -> Self {
                 -self
             }
+            #[inline]
             fn abs(self) -> Self {
                 <$t>::from_f32(libm::fabsf(self.to_f32()))
             }
+            #[inline]
             fn is_nan(self) -> bool {
                 <$t>::is_nan(self)
             }
@@ -292,6 +318,43 @@ macro_rules! half_scalar {
 }
 half_scalar!(f16, DType::F16);
 half_scalar!(bf16, DType::BF16);
+
+/// Integer arithmetic for kernels (the storage types of `I64`, `I32`, `U8`
+/// and `Bool`).
+///
+/// ```
+/// use kael_core::dtype::Int;
+/// assert_eq!(Int::floor_rem(-7i32, 3), 2); // the sign of the divisor, as PyTorch's remainder
+/// assert_eq!(Int::trunc_rem(-7i32, 3), -1); // the sign of the dividend, as fmod
+/// ```
+pub trait Int:
+    Scalar
+    + core::ops::BitAnd<Output = Self>
+    + core::ops::BitOr<Output = Self>
+    + core::ops::BitXor<Output = Self>
+{
+    /// `self mod o` with the sign of `o` (0 when `o` is 0: callers refuse
+    /// zero divisors first).
+    fn floor_rem(self, o: Self) -> Self;
+    /// `self mod o` with the sign of `self` (0 when `o` is 0).
+    fn trunc_rem(self, o: Self) -> Self;
+}
+
+macro_rules! int_rem {
+    ($($t:ty),*) => {$(
+        impl Int for $t {
+            #[allow(unused_comparisons)]
+            fn floor_rem(self, o: Self) -> Self {
+                let r = self.checked_rem(o).unwrap_or(0);
+                if r != 0 && ((r < 0) != (o < 0)) { r.wrapping_add(o) } else { r }
+            }
+            fn trunc_rem(self, o: Self) -> Self {
+                self.checked_rem(o).unwrap_or(0)
+            }
+        }
+    )*};
+}
+int_rem!(i64, i32, u8);
 
 /// Floating-point math for kernels. `f16`/`bf16` compute in `f32`.
 pub trait Float: Scalar {
@@ -302,33 +365,41 @@ pub trait Float: Scalar {
 }
 
 impl Float for f32 {
+    #[inline]
     fn map_f(self, f: fn(f32) -> f32, _: fn(f64) -> f64) -> Self {
         f(self)
     }
+    #[inline]
     fn map2_f(self, o: Self, f: fn(f32, f32) -> f32, _: fn(f64, f64) -> f64) -> Self {
         f(self, o)
     }
 }
 impl Float for f64 {
+    #[inline]
     fn map_f(self, _: fn(f32) -> f32, f: fn(f64) -> f64) -> Self {
         f(self)
     }
+    #[inline]
     fn map2_f(self, o: Self, _: fn(f32, f32) -> f32, f: fn(f64, f64) -> f64) -> Self {
         f(self, o)
     }
 }
 impl Float for f16 {
+    #[inline]
     fn map_f(self, f: fn(f32) -> f32, _: fn(f64) -> f64) -> Self {
         f16::from_f32(f(self.to_f32()))
     }
+    #[inline]
     fn map2_f(self, o: Self, f: fn(f32, f32) -> f32, _: fn(f64, f64) -> f64) -> Self {
         f16::from_f32(f(self.to_f32(), o.to_f32()))
     }
 }
 impl Float for bf16 {
+    #[inline]
     fn map_f(self, f: fn(f32) -> f32, _: fn(f64) -> f64) -> Self {
         bf16::from_f32(f(self.to_f32()))
     }
+    #[inline]
     fn map2_f(self, o: Self, f: fn(f32, f32) -> f32, _: fn(f64, f64) -> f64) -> Self {
         bf16::from_f32(f(self.to_f32(), o.to_f32()))
     }

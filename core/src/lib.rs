@@ -54,6 +54,7 @@ pub mod dtype;
 pub mod error;
 pub mod layout;
 pub mod nn;
+pub mod ops;
 pub mod optim;
 pub mod rng;
 pub mod shape;

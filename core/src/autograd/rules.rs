@@ -237,66 +237,6 @@ pub enum Rule {
     },
 }
 
-fn op_name(op: BinaryOp) -> &'static str {
-    match op {
-        BinaryOp::Add => "AddBackward",
-        BinaryOp::Sub => "SubBackward",
-        BinaryOp::Mul => "MulBackward",
-        BinaryOp::Div => "DivBackward",
-        BinaryOp::Maximum => "MaximumBackward",
-        BinaryOp::Minimum => "MinimumBackward",
-        BinaryOp::Pow => "PowBackward",
-    }
-}
-
-fn unary_name(op: UnaryOp) -> &'static str {
-    match op {
-        UnaryOp::Neg => "NegBackward",
-        UnaryOp::Abs => "AbsBackward",
-        UnaryOp::Exp => "ExpBackward",
-        UnaryOp::Log => "LogBackward",
-        UnaryOp::Sqrt => "SqrtBackward",
-        UnaryOp::Sqr => "SqrBackward",
-        UnaryOp::Recip => "ReciprocalBackward",
-        UnaryOp::Tanh => "TanhBackward",
-        UnaryOp::Sigmoid => "SigmoidBackward",
-        UnaryOp::Relu => "ReluBackward",
-        UnaryOp::Gelu => "GeluBackward",
-        UnaryOp::GeluTanh => "GeluTanhBackward",
-        UnaryOp::Silu => "SiluBackward",
-        UnaryOp::Sin => "SinBackward",
-        UnaryOp::Cos => "CosBackward",
-        UnaryOp::Powf(_) => "PowBackward",
-        UnaryOp::Clamp(..) => "ClampBackward",
-        UnaryOp::Affine { .. } => "AffineBackward",
-        UnaryOp::Step => "StepBackward",
-        UnaryOp::Sign => "SignBackward",
-        UnaryOp::Erf => "ErfBackward",
-    }
-}
-
-/// Which saved tensors a unary rule needs: (input, output).
-pub(crate) fn unary_needs(op: UnaryOp) -> (bool, bool) {
-    match op {
-        UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Recip | UnaryOp::Tanh | UnaryOp::Sigmoid => {
-            (false, true)
-        }
-        UnaryOp::Neg | UnaryOp::Affine { .. } => (false, false),
-        _ => (true, false),
-    }
-}
-
-/// Which saved tensors a binary rule needs: (a, b, out).
-pub(crate) fn binary_needs(op: BinaryOp) -> (bool, bool, bool) {
-    match op {
-        BinaryOp::Add | BinaryOp::Sub => (false, false, false),
-        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Maximum | BinaryOp::Minimum => {
-            (true, true, false)
-        }
-        BinaryOp::Pow => (true, true, true),
-    }
-}
-
 /// Sums `g` over the dims that broadcasting added or expanded, to `shape`.
 pub(crate) fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
     if g.shape() == shape {
@@ -342,8 +282,8 @@ impl Rule {
                 ViewKind::Replay(Replay::Diagonal(..)) => "DiagonalBackward",
                 ViewKind::AsStrided(_) => "AsStridedBackward",
             },
-            Rule::Unary { op, .. } => unary_name(*op),
-            Rule::Binary { op, .. } => op_name(*op),
+            Rule::Unary { op, .. } => op.backward_name(),
+            Rule::Binary { op, .. } => op.backward_name(),
             Rule::Sum { scale, .. } => {
                 if *scale == 1.0 {
                     "SumBackward"
@@ -419,7 +359,11 @@ impl Rule {
     pub(crate) fn backward(&self, node: &Shared<Node>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         Ok(match self {
             Rule::View { input_shape, kind } => vec![Some(view_backward(g, input_shape, kind)?)],
-            Rule::Unary { op, x, out } => vec![Some(unary_backward(*op, g, x, out, node)?)],
+            Rule::Unary { op, x, out } => {
+                vec![Some(
+                    op.backward(g, &|| need(x, node), &|| need(out, node))?,
+                )]
+            }
             Rule::Binary {
                 op,
                 a,
@@ -428,7 +372,8 @@ impl Rule {
                 a_shape,
                 b_shape,
             } => {
-                let (ga, gb) = binary_backward(*op, g, a, b, out, node)?;
+                let (ga, gb) =
+                    op.backward(g, &|| need(a, node), &|| need(b, node), &|| need(out, node))?;
                 vec![Some(sum_to(&ga, a_shape)?), Some(sum_to(&gb, b_shape)?)]
             }
             Rule::Sum {
@@ -701,132 +646,6 @@ impl core::hash::Hasher for Fnv {
         }
         self.0 = h;
     }
-}
-
-const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
-const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
-
-fn unary_backward(
-    op: UnaryOp,
-    g: &Tensor,
-    x: &Option<SavedTensor>,
-    out: &Option<SavedTensor>,
-    node: &Shared<Node>,
-) -> Result<Tensor> {
-    let x = || need(x, node);
-    let y = || need(out, node);
-    match op {
-        UnaryOp::Neg => g.neg(),
-        UnaryOp::Abs => g.mul(&x()?.sign()?),
-        UnaryOp::Exp => g.mul(&y()?),
-        UnaryOp::Log => g.div(&x()?),
-        UnaryOp::Sqrt => g.div(&y()?.mul_scalar(2.0)?),
-        UnaryOp::Sqr => g.mul(&x()?.mul_scalar(2.0)?),
-        UnaryOp::Recip => g.mul(&y()?.sqr()?)?.neg(),
-        UnaryOp::Tanh => g.mul(&y()?.sqr()?.affine(-1.0, 1.0)?),
-        UnaryOp::Sigmoid => {
-            let y = y()?;
-            g.mul(&y.mul(&y.affine(-1.0, 1.0)?)?)
-        }
-        UnaryOp::Relu => g.mul(&x()?.unary_op(UnaryOp::Step)?),
-        UnaryOp::Gelu => {
-            // d/dx x·Φ(x) = Φ(x) + x·φ(x)
-            let x = x()?;
-            let cdf = x
-                .mul_scalar(core::f64::consts::FRAC_1_SQRT_2)?
-                .erf()?
-                .affine(0.5, 0.5)?;
-            let pdf = x
-                .sqr()?
-                .mul_scalar(-0.5)?
-                .exp()?
-                .mul_scalar(FRAC_1_SQRT_2PI)?;
-            g.mul(&cdf.add(&x.mul(&pdf)?)?)
-        }
-        UnaryOp::GeluTanh => {
-            // u = c(x + a x^3), d = 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3a x^2)
-            let x = x()?;
-            let x2 = x.sqr()?;
-            let u = x
-                .mul(&x2.mul_scalar(0.044715)?.affine(1.0, 1.0)?)?
-                .mul_scalar(SQRT_2_OVER_PI)?;
-            let t = u.tanh()?;
-            let left = t.affine(0.5, 0.5)?;
-            let du = x2.affine(3.0 * 0.044715 * SQRT_2_OVER_PI, SQRT_2_OVER_PI)?;
-            let right = x
-                .mul(&t.sqr()?.affine(-1.0, 1.0)?)?
-                .mul(&du)?
-                .mul_scalar(0.5)?;
-            g.mul(&left.add(&right)?)
-        }
-        UnaryOp::Silu => {
-            let x = x()?;
-            let s = x.sigmoid()?;
-            g.mul(&s.mul(&x.mul(&s.affine(-1.0, 1.0)?)?.affine(1.0, 1.0)?)?)
-        }
-        UnaryOp::Sin => g.mul(&x()?.cos()?),
-        UnaryOp::Cos => g.mul(&x()?.sin()?)?.neg(),
-        UnaryOp::Powf(p) => g.mul(&x()?.powf(p - 1.0)?.mul_scalar(p)?),
-        UnaryOp::Clamp(lo, hi) => {
-            let x = x()?;
-            let mask = x.clamp(lo, hi)?.eq(&x)?.to_dtype(g.dtype())?;
-            g.mul(&mask)
-        }
-        UnaryOp::Affine { mul, .. } => g.mul_scalar(mul),
-        UnaryOp::Step | UnaryOp::Sign => g.mul_scalar(0.0),
-        UnaryOp::Erf => {
-            let x = x()?;
-            g.mul(
-                &x.sqr()?
-                    .neg()?
-                    .exp()?
-                    .mul_scalar(core::f64::consts::FRAC_2_SQRT_PI)?,
-            )
-        }
-    }
-}
-
-fn binary_backward(
-    op: BinaryOp,
-    g: &Tensor,
-    a: &Option<SavedTensor>,
-    b: &Option<SavedTensor>,
-    out: &Option<SavedTensor>,
-    node: &Shared<Node>,
-) -> Result<(Tensor, Tensor)> {
-    Ok(match op {
-        BinaryOp::Add => (g.clone(), g.clone()),
-        BinaryOp::Sub => (g.clone(), g.neg()?),
-        BinaryOp::Mul => {
-            let (a, b) = (need(a, node)?, need(b, node)?);
-            (g.mul(&b)?, g.mul(&a)?)
-        }
-        BinaryOp::Div => {
-            let (a, b) = (need(a, node)?, need(b, node)?);
-            let ga = g.div(&b)?;
-            (ga.clone(), ga.mul(&a)?.div(&b)?.neg()?)
-        }
-        BinaryOp::Maximum | BinaryOp::Minimum => {
-            // ties split the gradient evenly, as PyTorch does
-            let (a, b) = (need(a, node)?, need(b, node)?);
-            let wins = if op == BinaryOp::Maximum {
-                a.gt(&b)?
-            } else {
-                a.lt(&b)?
-            };
-            let ties = a.eq(&b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;
-            let wa = wins.to_dtype(g.dtype())?.add(&ties)?;
-            let ga = g.mul(&wa)?;
-            (ga.clone(), g.sub(&ga)?)
-        }
-        BinaryOp::Pow => {
-            // d a^b / da = b a^(b-1); d/db = a^b ln a
-            let (a, b, y) = (need(a, node)?, need(b, node)?, need(out, node)?);
-            let ga = g.mul(&b.mul(&a.pow(&b.add_scalar(-1.0)?)?)?)?;
-            let gb = g.mul(&y.mul(&a.log()?)?)?;
-            (ga, gb)
-        }
-    })
 }
 
 /// Whether the last two dims of `t` are stored column-major (a transposed

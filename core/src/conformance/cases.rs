@@ -100,22 +100,7 @@ impl Layout {
     }
 }
 
-/// Where input values come from (kept inside each op's valid domain).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Domain {
-    /// Standard normal (integers: -4..=4; u8: 0..=8; bool: either).
-    Normal,
-    /// `[0.25, 2.25)` (integers: 1..=4).
-    Positive,
-    /// `±[0.25, 2.25)` (integers: ±1..=4; u8: 1..=8).
-    NonZero,
-    /// `(-0.9, 0.9)` (integers: -1..=1).
-    Unit,
-    /// `[0.6, 1.4)` (integers: ±1; u8: 1), for products.
-    Near1,
-    /// Small whole numbers, so equal elements are common (comparisons, argmax ties).
-    Ties,
-}
+pub(crate) use crate::ops::Domain;
 
 fn float_value(rng: &mut Rng, domain: Domain) -> f64 {
     let u = rng.uniform();
@@ -129,6 +114,7 @@ fn float_value(rng: &mut Rng, domain: Domain) -> f64 {
         Domain::Unit => -0.9 + 1.8 * u,
         Domain::Near1 => 0.6 + 0.8 * u,
         Domain::Ties => rng.below(5) as f64 - 2.0,
+        Domain::Halves => rng.below(17) as f64 * 0.5 - 4.0,
     }
 }
 
@@ -148,7 +134,7 @@ fn int_value(rng: &mut Rng, domain: Domain, unsigned: bool) -> f64 {
                 1.0
             }
         }
-        Domain::Ties => rng.below(5) as f64 - 2.0,
+        Domain::Ties | Domain::Halves => rng.below(5) as f64 - 2.0,
     };
     if unsigned { v.abs() } else { v }
 }

@@ -5,6 +5,7 @@ use super::cases::{Arg, Domain, LAYOUTS, Layout, describe, describe_args};
 use super::check::Checker;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::{BinaryCase, BinaryOp, CmpOp, UnaryCase, UnaryOp};
 use crate::tensor::Tensor;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -20,148 +21,24 @@ pub(super) const NUMERIC: [DType; 7] = [
     DType::U8,
 ];
 
-/// A unary op as the suite calls it.
-pub(super) struct Unary {
-    pub op: &'static str,
-    /// Arguments, for the case description (`""` when none).
-    pub args: &'static str,
-    pub f: fn(&Tensor) -> Result<Tensor>,
-    pub domain: Domain,
-    /// Whether it is defined on integers too.
-    pub ints: bool,
-}
+/// Every public unary op (and the variants of the parametrised ones),
+/// from the op table (NOTE [Op table]).
+pub(super) const UNARY: &[UnaryCase] = UnaryOp::CASES;
 
-const fn un(
-    op: &'static str,
-    f: fn(&Tensor) -> Result<Tensor>,
-    domain: Domain,
-    ints: bool,
-) -> Unary {
-    Unary {
-        op,
-        args: "",
-        f,
-        domain,
-        ints,
+/// Every binary op, from the op table.
+pub(super) const BINARY: &[BinaryCase] = BinaryOp::CASES;
+
+/// The dtypes a binary case runs on.
+pub(super) fn binary_dtypes(b: &BinaryCase) -> Vec<DType> {
+    let mut v = Vec::new();
+    if b.floats {
+        v.extend_from_slice(&FLOATS);
     }
+    if b.ints {
+        v.extend_from_slice(&NUMERIC[4..]);
+    }
+    v
 }
-
-/// Every public unary op (and the variants of the parametrised ones).
-pub(super) const UNARY: [Unary; 24] = [
-    un("neg", Tensor::neg, Domain::Normal, true),
-    un("abs", Tensor::abs, Domain::Normal, true),
-    un("exp", Tensor::exp, Domain::Normal, false),
-    un("log", Tensor::log, Domain::Positive, false),
-    un("sqrt", Tensor::sqrt, Domain::Positive, false),
-    un("sqr", Tensor::sqr, Domain::Normal, true),
-    un("recip", Tensor::recip, Domain::NonZero, false),
-    un("tanh", Tensor::tanh, Domain::Normal, false),
-    un("sigmoid", Tensor::sigmoid, Domain::Normal, false),
-    un("relu", Tensor::relu, Domain::Normal, true),
-    un("gelu", Tensor::gelu, Domain::Normal, false),
-    un("gelu_tanh", Tensor::gelu_tanh, Domain::Normal, false),
-    un("silu", Tensor::silu, Domain::Normal, false),
-    un("sin", Tensor::sin, Domain::Normal, false),
-    un("cos", Tensor::cos, Domain::Normal, false),
-    un("sign", Tensor::sign, Domain::Normal, true),
-    un("erf", Tensor::erf, Domain::Normal, false),
-    Unary {
-        args: "p=2.5",
-        ..un("powf", |x| x.powf(2.5), Domain::Positive, false)
-    },
-    Unary {
-        args: "p=3",
-        ..un("powf", |x| x.powf(3.0), Domain::Normal, false)
-    },
-    Unary {
-        args: "[-2, 3]",
-        ..un(
-            "clamp",
-            |x| x.clamp(Some(-2.0), Some(3.0)),
-            Domain::Normal,
-            true,
-        )
-    },
-    Unary {
-        args: "[-0.25, 0.5]",
-        ..un(
-            "clamp",
-            |x| x.clamp(Some(-0.25), Some(0.5)),
-            Domain::Normal,
-            false,
-        )
-    },
-    Unary {
-        args: "[.., 0.5]",
-        ..un("clamp", |x| x.clamp(None, Some(0.5)), Domain::Normal, false)
-    },
-    Unary {
-        args: "[-0.25, ..]",
-        ..un(
-            "clamp",
-            |x| x.clamp(Some(-0.25), None),
-            Domain::Normal,
-            false,
-        )
-    },
-    Unary {
-        args: "1.5x-0.25",
-        ..un("affine", |x| x.affine(1.5, -0.25), Domain::Normal, false)
-    },
-];
-
-/// A binary op, its operand domains, and whether integers apply.
-pub(super) struct Binary {
-    pub op: &'static str,
-    pub f: fn(&Tensor, &Tensor) -> Result<Tensor>,
-    pub domains: (Domain, Domain),
-    pub ints: bool,
-}
-
-pub(super) const BINARY: [Binary; 7] = [
-    Binary {
-        op: "add",
-        f: Tensor::add,
-        domains: (Domain::Normal, Domain::Normal),
-        ints: true,
-    },
-    Binary {
-        op: "sub",
-        f: Tensor::sub,
-        domains: (Domain::Normal, Domain::Normal),
-        ints: true,
-    },
-    Binary {
-        op: "mul",
-        f: Tensor::mul,
-        domains: (Domain::Normal, Domain::Normal),
-        ints: true,
-    },
-    Binary {
-        op: "div",
-        f: Tensor::div,
-        domains: (Domain::Normal, Domain::NonZero),
-        ints: false,
-    },
-    Binary {
-        op: "maximum",
-        f: Tensor::maximum,
-        domains: (Domain::Ties, Domain::Ties),
-        ints: true,
-    },
-    Binary {
-        op: "minimum",
-        f: Tensor::minimum,
-        domains: (Domain::Ties, Domain::Ties),
-        ints: true,
-    },
-    Binary {
-        op: "pow",
-        f: Tensor::pow,
-        domains: (Domain::Positive, Domain::Normal),
-        ints: false,
-    },
-];
 
 /// Operand pairs for binary ops: equal layouts, broadcasting in either
 /// direction, rank-0 operands, and mixed strides.
@@ -195,7 +72,7 @@ pub(super) fn run(c: &mut Checker<'_>) {
 }
 
 fn unary(c: &mut Checker<'_>) {
-    for u in &UNARY {
+    for u in UNARY {
         let dtypes = if u.ints { &NUMERIC[..] } else { &FLOATS[..] };
         for dt in c.dtypes(dtypes) {
             for layout in LAYOUTS {
@@ -232,9 +109,8 @@ pub(super) fn check_pair(
 
 fn binary(c: &mut Checker<'_>) {
     let pairs = binary_pairs();
-    for b in &BINARY {
-        let dtypes = if b.ints { &NUMERIC[..] } else { &FLOATS[..] };
-        for dt in c.dtypes(dtypes) {
+    for b in BINARY {
+        for dt in c.dtypes(&binary_dtypes(b)) {
             for &pair in &pairs {
                 check_pair(c, b.op, dt, pair, b.domains, b.f);
             }
@@ -264,15 +140,6 @@ fn scalar(c: &mut Checker<'_>) {
 }
 
 fn comparisons(c: &mut Checker<'_>) {
-    type CmpFn = fn(&Tensor, &Tensor) -> Result<Tensor>;
-    let ops: [(&'static str, CmpFn); 6] = [
-        ("eq", Tensor::eq),
-        ("ne", Tensor::ne),
-        ("lt", Tensor::lt),
-        ("le", Tensor::le),
-        ("gt", Tensor::gt),
-        ("ge", Tensor::ge),
-    ];
     let mut pairs: Vec<(Arg, Arg)> = LAYOUTS
         .iter()
         .map(|&l| (Arg::View(l), Arg::View(l)))
@@ -280,10 +147,10 @@ fn comparisons(c: &mut Checker<'_>) {
     pairs.push((Arg::View(Layout::Contiguous), Arg::Row(Layout::Contiguous)));
     pairs.push((Arg::View(Layout::Transposed), Arg::Scalar));
     pairs.push((Arg::Col, Arg::Row(Layout::Contiguous)));
-    for (op, f) in ops {
+    for cmp in CmpOp::CASES {
         for dt in c.dtypes(&DType::ALL) {
             for &pair in &pairs {
-                check_pair(c, op, dt, pair, (Domain::Ties, Domain::Ties), f);
+                check_pair(c, cmp.op, dt, pair, (Domain::Ties, Domain::Ties), cmp.f);
             }
         }
     }

@@ -7,9 +7,10 @@ use crate::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use crate::cpu::select::{dtypes, ops};
 use crate::device::DeviceKind;
 use crate::dispatch_in;
-use crate::dtype::{DType, Float, Scalar};
+use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::layout::walk;
+use crate::ops::{BinaryKernel, CompareKernel, UnaryKernel};
 use crate::storage::{ReadGuard, typed, typed_mut};
 
 /// Whether `src` is the destination itself: same storage, layout and dtype
@@ -206,142 +207,43 @@ pub fn fill_in<const DTYPES: u16>(dst: Dst<'_>, value: f64) -> Result<()> {
 
 // ------------------------------------------------------------------ unary
 
-fn sigmoid32(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::expf(-x))
-    } else {
-        let e = libm::expf(x);
-        e / (1.0 + e)
-    }
-}
-fn sigmoid64(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::exp(-x))
-    } else {
-        let e = libm::exp(x);
-        e / (1.0 + e)
-    }
-}
-fn gelu32(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::erff(x * core::f32::consts::FRAC_1_SQRT_2))
-}
-fn gelu64(x: f64) -> f64 {
-    0.5 * x * (1.0 + libm::erf(x * core::f64::consts::FRAC_1_SQRT_2))
-}
-const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
-fn gelu_tanh32(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::tanhf(SQRT_2_OVER_PI as f32 * (x + 0.044715 * x * x * x)))
-}
-fn gelu_tanh64(x: f64) -> f64 {
-    0.5 * x * (1.0 + libm::tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+/// The reference kernel of one op: runs the op table's scalar function
+/// over the destination (NOTE [Op table]).
+struct Walk<'a> {
+    name: &'static str,
+    srcs: [Src<'a>; 2],
+    dst: Dst<'a>,
 }
 
-/// The float function of `op`. Arms for ops outside `OPS` are constant
-/// false and compile out (NOTE [Kernel selection]); callers refuse those
-/// ops first, so the fallback arm is never taken.
-fn float_unary<T: Float, const OPS: u64>(op: UnaryOp) -> impl Fn(T) -> T {
-    move |x: T| match op {
-        UnaryOp::Neg if OPS & ops::NEG != 0 => x.neg(),
-        UnaryOp::Abs if OPS & ops::ABS != 0 => x.abs(),
-        UnaryOp::Exp if OPS & ops::EXP != 0 => x.map_f(libm::expf, libm::exp),
-        UnaryOp::Log if OPS & ops::LOG != 0 => x.map_f(libm::logf, libm::log),
-        UnaryOp::Sqrt if OPS & ops::SQRT != 0 => x.map_f(libm::sqrtf, libm::sqrt),
-        UnaryOp::Sqr if OPS & ops::SQR != 0 => x.mul(x),
-        UnaryOp::Recip if OPS & ops::RECIP != 0 => T::ONE.div(x),
-        UnaryOp::Tanh if OPS & ops::TANH != 0 => x.map_f(libm::tanhf, libm::tanh),
-        UnaryOp::Sigmoid if OPS & ops::SIGMOID != 0 => x.map_f(sigmoid32, sigmoid64),
-        UnaryOp::Relu if OPS & ops::RELU != 0 => {
-            if x > T::ZERO || x.is_nan() {
-                x
-            } else {
-                T::ZERO
-            }
-        }
-        UnaryOp::Gelu if OPS & ops::GELU != 0 => x.map_f(gelu32, gelu64),
-        UnaryOp::GeluTanh if OPS & ops::GELU_TANH != 0 => x.map_f(gelu_tanh32, gelu_tanh64),
-        UnaryOp::Silu if OPS & ops::SILU != 0 => {
-            x.map_f(|v| v * sigmoid32(v), |v| v * sigmoid64(v))
-        }
-        UnaryOp::Sin if OPS & ops::SIN != 0 => x.map_f(libm::sinf, libm::sin),
-        UnaryOp::Cos if OPS & ops::COS != 0 => x.map_f(libm::cosf, libm::cos),
-        UnaryOp::Powf(p) if OPS & ops::POWF != 0 => T::from_f64(libm::pow(x.to_f64(), p)),
-        UnaryOp::Clamp(lo, hi) if OPS & ops::CLAMP != 0 => clamp(x, lo, hi),
-        UnaryOp::Affine { mul, add } if OPS & ops::AFFINE != 0 => {
-            T::from_f64(x.to_f64() * mul + add)
-        }
-        UnaryOp::Step if OPS & ops::STEP != 0 => {
-            if x > T::ZERO {
-                T::ONE
-            } else {
-                T::ZERO
-            }
-        }
-        UnaryOp::Sign if OPS & ops::SIGN != 0 => sign(x),
-        UnaryOp::Erf if OPS & ops::ERF != 0 => x.map_f(libm::erff, libm::erf),
-        _ => x,
+impl<T: Scalar> UnaryKernel<T> for Walk<'_> {
+    type Output = Result<()>;
+    fn run(self, f: impl Fn(T) -> T + Copy + Send + Sync) -> Result<()> {
+        map1_same::<T>(self.name, self.srcs[0], self.dst, f)
     }
 }
 
-fn clamp<T: Scalar>(x: T, lo: Option<f64>, hi: Option<f64>) -> T {
-    if x.is_nan() {
-        return x;
-    }
-    let mut y = x;
-    if let Some(l) = lo {
-        let l = T::from_f64(l);
-        if y < l {
-            y = l;
-        }
-    }
-    if let Some(h) = hi {
-        let h = T::from_f64(h);
-        if y > h {
-            y = h;
-        }
-    }
-    y
-}
-
-fn sign<T: Scalar>(x: T) -> T {
-    if x > T::ZERO {
-        T::ONE
-    } else if x < T::ZERO {
-        T::ONE.neg()
-    } else {
-        x
+impl<T: Scalar> BinaryKernel<T> for Walk<'_> {
+    type Output = Result<()>;
+    fn run(self, f: impl Fn(T, T) -> T + Copy + Send + Sync) -> Result<()> {
+        map2_same::<T>(self.name, self.srcs[0], self.srcs[1], self.dst, f)
     }
 }
 
-fn int_unary<T: Scalar>(op: UnaryOp) -> Result<impl Fn(T) -> T> {
-    if !op.works_on_ints() {
-        return Err(Error::UnsupportedDType {
-            op: op.name(),
-            dtype: T::DTYPE,
-            supported: "f32, f64, f16, bf16",
-        });
+impl<T: Scalar> CompareKernel<T> for Walk<'_> {
+    type Output = Result<()>;
+    fn run(self, f: impl Fn(T, T) -> bool + Copy + Send + Sync) -> Result<()> {
+        let [a, b] = self.srcs;
+        map2::<T, u8>(self.name, a, b, self.dst, move |x, y| u8::from(f(x, y)))
     }
-    Ok(move |x: T| match op {
-        UnaryOp::Neg => x.neg(),
-        UnaryOp::Abs => x.abs(),
-        UnaryOp::Sqr => x.mul(x),
-        UnaryOp::Relu => {
-            if x > T::ZERO {
-                x
-            } else {
-                T::ZERO
-            }
-        }
-        UnaryOp::Clamp(lo, hi) => clamp(x, lo, hi),
-        UnaryOp::Step => {
-            if x > T::ZERO {
-                T::ONE
-            } else {
-                T::ZERO
-            }
-        }
-        UnaryOp::Sign => sign(x),
-        _ => x,
-    })
+}
+
+/// The error for a float-only op on an integer dtype.
+fn floats_only(op: &'static str, dtype: DType) -> Error {
+    Error::UnsupportedDType {
+        op,
+        dtype,
+        supported: "f32, f64, f16, bf16",
+    }
 }
 
 /// `dst = op(src)`.
@@ -367,7 +269,7 @@ pub(crate) fn op_not_enabled(op: &'static str) -> Error {
 /// [`Error::Unsupported`] for an op outside `OPS`,
 /// [`Error::UnsupportedDType`] for a dtype outside `DTYPES` or a float-only
 /// op on an integer dtype.
-pub fn unary_in<const DTYPES: u16, const OPS: u64>(
+pub fn unary_in<const DTYPES: u16, const OPS: u128>(
     op: UnaryOp,
     src: Src<'_>,
     dst: Dst<'_>,
@@ -376,65 +278,33 @@ pub fn unary_in<const DTYPES: u16, const OPS: u64>(
     if !ops::has_unary(OPS, op) {
         return Err(op_not_enabled(name));
     }
-    match dst.dtype {
-        DType::F32 if dtypes::contains(DTYPES, DType::F32) => {
-            map1_same::<f32>(name, src, dst, float_unary::<_, OPS>(op))
+    let k = Walk {
+        name,
+        srcs: [src, src],
+        dst,
+    };
+    let on = |d: DType| dtypes::contains(DTYPES, d);
+    let ran = match dst.dtype {
+        DType::F32 if on(DType::F32) => op.map_float_in::<f32, _, OPS>(k),
+        DType::F64 if on(DType::F64) => op.map_float_in::<f64, _, OPS>(k),
+        DType::F16 if on(DType::F16) => op.map_float_in::<half::f16, _, OPS>(k),
+        DType::BF16 if on(DType::BF16) => op.map_float_in::<half::bf16, _, OPS>(k),
+        DType::I64 if on(DType::I64) => op.map_int_in::<i64, _, OPS>(k),
+        DType::I32 if on(DType::I32) => op.map_int_in::<i32, _, OPS>(k),
+        DType::U8 if on(DType::U8) => op.map_int_in::<u8, _, OPS>(k),
+        DType::Bool => {
+            return Err(Error::UnsupportedDType {
+                op: name,
+                dtype: DType::Bool,
+                supported: "numeric dtypes",
+            });
         }
-        DType::F64 if dtypes::contains(DTYPES, DType::F64) => {
-            map1_same::<f64>(name, src, dst, float_unary::<_, OPS>(op))
-        }
-        DType::F16 if dtypes::contains(DTYPES, DType::F16) => {
-            map1_same::<half::f16>(name, src, dst, float_unary::<_, OPS>(op))
-        }
-        DType::BF16 if dtypes::contains(DTYPES, DType::BF16) => {
-            map1_same::<half::bf16>(name, src, dst, float_unary::<_, OPS>(op))
-        }
-        DType::I64 if dtypes::contains(DTYPES, DType::I64) => {
-            map1_same::<i64>(name, src, dst, int_unary(op)?)
-        }
-        DType::I32 if dtypes::contains(DTYPES, DType::I32) => {
-            map1_same::<i32>(name, src, dst, int_unary(op)?)
-        }
-        DType::U8 if dtypes::contains(DTYPES, DType::U8) => {
-            map1_same::<u8>(name, src, dst, int_unary(op)?)
-        }
-        DType::Bool => Err(Error::UnsupportedDType {
-            op: name,
-            dtype: DType::Bool,
-            supported: "numeric dtypes",
-        }),
-        d => Err(crate::cpu::select::not_enabled(name, d)),
-    }
+        d => return Err(crate::cpu::select::not_enabled(name, d)),
+    };
+    ran.unwrap_or_else(|| Err(floats_only(name, dst.dtype)))
 }
 
 // ----------------------------------------------------------------- binary
-
-/// The function of `op`; arms for ops outside `OPS` compile out (NOTE
-/// [Kernel selection]), and callers refuse those ops first.
-fn binary_fn<T: Scalar, const OPS: u64>(op: BinaryOp) -> impl Fn(T, T) -> T {
-    move |a: T, b: T| match op {
-        BinaryOp::Add if OPS & ops::ADD != 0 => a.add(b),
-        BinaryOp::Sub if OPS & ops::SUB != 0 => a.sub(b),
-        BinaryOp::Mul if OPS & ops::MUL != 0 => a.mul(b),
-        BinaryOp::Div if OPS & ops::DIV != 0 => a.div(b),
-        BinaryOp::Maximum if OPS & ops::MAXIMUM != 0 => {
-            if a.is_nan() || a > b {
-                a
-            } else {
-                b
-            }
-        }
-        BinaryOp::Minimum if OPS & ops::MINIMUM != 0 => {
-            if a.is_nan() || a < b {
-                a
-            } else {
-                b
-            }
-        }
-        BinaryOp::Pow if OPS & ops::POW != 0 => T::from_f64(libm::pow(a.to_f64(), b.to_f64())),
-        _ => a,
-    }
-}
 
 /// `dst = lhs op rhs`.
 ///
@@ -449,27 +319,51 @@ pub fn binary(op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<
 ///
 /// # Errors
 /// [`Error::Unsupported`] for an op outside `OPS`,
-/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES`, `div`/`pow` on
-/// integers or anything on bool.
-pub fn binary_in<const DTYPES: u16, const OPS: u64>(
+/// [`Error::UnsupportedDType`] for a dtype outside `DTYPES`, a dtype class
+/// the op does not accept, or bool.
+pub fn binary_in<const DTYPES: u16, const OPS: u128>(
     op: BinaryOp,
     lhs: Src<'_>,
     rhs: Src<'_>,
     dst: Dst<'_>,
 ) -> Result<()> {
+    let name = op.name();
     if !ops::has_binary(OPS, op) {
-        return Err(op_not_enabled(op.name()));
+        return Err(op_not_enabled(name));
     }
-    let dt = dst.dtype;
-    if dt == DType::Bool || (dt.is_int() && matches!(op, BinaryOp::Div | BinaryOp::Pow)) {
-        return Err(Error::UnsupportedDType {
-            op: op.name(),
-            dtype: dt,
-            supported: "f32, f64, f16, bf16",
-        });
-    }
-    dispatch_in!(DTYPES, op.name(), dt, T => {
-        map2_same::<T>(op.name(), lhs, rhs, dst, binary_fn::<T, OPS>(op))
+    let k = Walk {
+        name,
+        srcs: [lhs, rhs],
+        dst,
+    };
+    let on = |d: DType| dtypes::contains(DTYPES, d);
+    let ran = match dst.dtype {
+        DType::F32 if on(DType::F32) => op.map_float_in::<f32, _, OPS>(k),
+        DType::F64 if on(DType::F64) => op.map_float_in::<f64, _, OPS>(k),
+        DType::F16 if on(DType::F16) => op.map_float_in::<half::f16, _, OPS>(k),
+        DType::BF16 if on(DType::BF16) => op.map_float_in::<half::bf16, _, OPS>(k),
+        DType::I64 if on(DType::I64) => op.map_int_in::<i64, _, OPS>(k),
+        DType::I32 if on(DType::I32) => op.map_int_in::<i32, _, OPS>(k),
+        DType::U8 if on(DType::U8) => op.map_int_in::<u8, _, OPS>(k),
+        DType::Bool => {
+            return Err(Error::UnsupportedDType {
+                op: name,
+                dtype: DType::Bool,
+                supported: "f32, f64, f16, bf16",
+            });
+        }
+        d => return Err(crate::cpu::select::not_enabled(name, d)),
+    };
+    ran.unwrap_or_else(|| {
+        Err(if dst.dtype.is_float() {
+            Error::UnsupportedDType {
+                op: name,
+                dtype: dst.dtype,
+                supported: "integer dtypes",
+            }
+        } else {
+            floats_only(name, dst.dtype)
+        })
     })
 }
 
@@ -493,17 +387,12 @@ pub fn compare_in<const DTYPES: u16>(
     rhs: Src<'_>,
     dst: Dst<'_>,
 ) -> Result<()> {
-    dispatch_in!(DTYPES, "compare", lhs.dtype, T => map2::<T, u8>("compare", lhs, rhs, dst, move |a, b| {
-        let r = match op {
-            CmpOp::Eq => a == b,
-            CmpOp::Ne => a != b,
-            CmpOp::Lt => a < b,
-            CmpOp::Le => a <= b,
-            CmpOp::Gt => a > b,
-            CmpOp::Ge => a >= b,
-        };
-        r as u8
-    }))
+    let k = Walk {
+        name: "compare",
+        srcs: [lhs, rhs],
+        dst,
+    };
+    dispatch_in!(DTYPES, "compare", lhs.dtype, T => op.map::<T, _>(k))
 }
 
 /// `dst = cond ? t : f`.

@@ -59,7 +59,7 @@ use crate::storage::Storage;
 /// ```
 pub struct CpuBackend<
     const DTYPES: u16 = { dtypes::ALL },
-    const OPS: u64 = { ops::ALL },
+    const OPS: u128 = { ops::ALL },
     const F32_ACC: bool = false,
 > {
     allocator: Shared<dyn Allocator>,
@@ -79,7 +79,7 @@ impl CpuBackend {
     }
 }
 
-impl<const DTYPES: u16, const OPS: u64, const F32_ACC: bool> CpuBackend<DTYPES, OPS, F32_ACC> {
+impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> CpuBackend<DTYPES, OPS, F32_ACC> {
     /// A backend with this selection of dtypes and ops, drawing memory from
     /// `allocator` (see the type's docs).
     ///
@@ -95,7 +95,7 @@ impl<const DTYPES: u16, const OPS: u64, const F32_ACC: bool> CpuBackend<DTYPES, 
     }
 
     /// `Ok` when `OPS` holds the family `bit`, else [`Error::Unsupported`].
-    fn family(&self, bit: u64, op: &'static str) -> Result<()> {
+    fn family(&self, bit: u128, op: &'static str) -> Result<()> {
         if OPS & bit != 0 {
             Ok(())
         } else {
@@ -146,7 +146,7 @@ pub fn read_host_bytes(src: &Storage, byte_offset: usize, dst: &mut [u8]) -> Res
     Ok(())
 }
 
-impl<const DTYPES: u16, const OPS: u64, const F32_ACC: bool> Backend
+impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> Backend
     for CpuBackend<DTYPES, OPS, F32_ACC>
 {
     fn kind(&self) -> DeviceKind {

@@ -79,12 +79,13 @@ pub mod dtypes {
 /// Op bit sets for the `OPS` parameter of [`CpuBackend`](super::CpuBackend):
 /// one bit per kernel family, and one per unary and binary op (so a model
 /// that never calls `sin` or `pow` does not link libm's trigonometry or
-/// `pow`).
+/// `pow`). The op bits come from the op table (NOTE [Op table]): bits
+/// 0..16 are families, 16..80 unary ops, 80..112 binary ops.
 ///
 /// ```
 /// use kael_core::backend::UnaryOp;
 /// use kael_core::cpu::ops;
-/// const SET: u64 = ops::MATMUL | ops::RELU | ops::ADD;
+/// const SET: u128 = ops::MATMUL | ops::RELU | ops::ADD;
 /// assert!(ops::has_unary(SET, UnaryOp::Relu));
 /// assert!(!ops::has_unary(SET, UnaryOp::Exp));
 /// ```
@@ -92,148 +93,59 @@ pub mod ops {
     use crate::backend::{BinaryOp, UnaryOp};
 
     /// `copy_strided` (views made contiguous, `deep_clone`, `contiguous`).
-    pub const COPY: u64 = 1 << 0;
+    pub const COPY: u128 = 1 << 0;
     /// `cast` (`to_dtype`).
-    pub const CAST: u64 = 1 << 1;
+    pub const CAST: u128 = 1 << 1;
     /// `fill` (`zeros`, `ones`, `full`).
-    pub const FILL: u64 = 1 << 2;
+    pub const FILL: u128 = 1 << 2;
     /// `compare` (`eq`, `lt`, ...).
-    pub const COMPARE: u64 = 1 << 3;
+    pub const COMPARE: u128 = 1 << 3;
     /// `where_cond`.
-    pub const WHERE: u64 = 1 << 4;
+    pub const WHERE: u128 = 1 << 4;
     /// `reduce` (`sum`, `mean`, `max`, `min`, `prod`; also the backward of broadcasting).
-    pub const REDUCE: u64 = 1 << 5;
+    pub const REDUCE: u128 = 1 << 5;
     /// `arg_reduce` (`argmax`, `argmin`).
-    pub const ARG_REDUCE: u64 = 1 << 6;
+    pub const ARG_REDUCE: u128 = 1 << 6;
     /// `softmax` and `log_softmax`.
-    pub const SOFTMAX: u64 = 1 << 7;
+    pub const SOFTMAX: u128 = 1 << 7;
     /// `matmul`.
-    pub const MATMUL: u64 = 1 << 8;
+    pub const MATMUL: u128 = 1 << 8;
     /// `index_select`.
-    pub const INDEX_SELECT: u64 = 1 << 9;
+    pub const INDEX_SELECT: u128 = 1 << 9;
     /// `gather`.
-    pub const GATHER: u64 = 1 << 10;
+    pub const GATHER: u128 = 1 << 10;
     /// `index_add`.
-    pub const INDEX_ADD: u64 = 1 << 11;
+    pub const INDEX_ADD: u128 = 1 << 11;
     /// `scatter_add`.
-    pub const SCATTER_ADD: u64 = 1 << 12;
+    pub const SCATTER_ADD: u128 = 1 << 12;
 
-    /// Unary `neg`.
-    pub const NEG: u64 = 1 << 16;
-    /// Unary `abs`.
-    pub const ABS: u64 = 1 << 17;
-    /// Unary `exp`.
-    pub const EXP: u64 = 1 << 18;
-    /// Unary `log`.
-    pub const LOG: u64 = 1 << 19;
-    /// Unary `sqrt`.
-    pub const SQRT: u64 = 1 << 20;
-    /// Unary `sqr`.
-    pub const SQR: u64 = 1 << 21;
-    /// Unary `recip`.
-    pub const RECIP: u64 = 1 << 22;
-    /// Unary `tanh`.
-    pub const TANH: u64 = 1 << 23;
-    /// Unary `sigmoid`.
-    pub const SIGMOID: u64 = 1 << 24;
-    /// Unary `relu`.
-    pub const RELU: u64 = 1 << 25;
-    /// Unary `gelu` (erf form).
-    pub const GELU: u64 = 1 << 26;
-    /// Unary `gelu_tanh`.
-    pub const GELU_TANH: u64 = 1 << 27;
-    /// Unary `silu`.
-    pub const SILU: u64 = 1 << 28;
-    /// Unary `sin`.
-    pub const SIN: u64 = 1 << 29;
-    /// Unary `cos`.
-    pub const COS: u64 = 1 << 30;
-    /// Unary `powf` (a scalar power).
-    pub const POWF: u64 = 1 << 31;
-    /// Unary `clamp`.
-    pub const CLAMP: u64 = 1 << 32;
-    /// Unary `affine` (`mul_scalar`, `add_scalar`, ...).
-    pub const AFFINE: u64 = 1 << 33;
-    /// Unary `step` (relu's derivative).
-    pub const STEP: u64 = 1 << 34;
-    /// Unary `sign`.
-    pub const SIGN: u64 = 1 << 35;
-    /// Unary `erf`.
-    pub const ERF: u64 = 1 << 36;
+    pub use crate::ops::binary::bits::*;
+    pub use crate::ops::unary::bits::*;
 
-    /// Binary `add`.
-    pub const ADD: u64 = 1 << 40;
-    /// Binary `sub`.
-    pub const SUB: u64 = 1 << 41;
-    /// Binary `mul`.
-    pub const MUL: u64 = 1 << 42;
-    /// Binary `div`.
-    pub const DIV: u64 = 1 << 43;
-    /// Binary `maximum`.
-    pub const MAXIMUM: u64 = 1 << 44;
-    /// Binary `minimum`.
-    pub const MINIMUM: u64 = 1 << 45;
-    /// Binary `pow`.
-    pub const POW: u64 = 1 << 46;
-
-    /// Every unary op.
-    pub const UNARY: u64 = ((1 << 37) - 1) & !((1 << 16) - 1);
-    /// Every binary op.
-    pub const BINARY: u64 = ((1 << 47) - 1) & !((1 << 40) - 1);
     /// Every kernel family and op (the default).
-    pub const ALL: u64 = ((1 << 13) - 1) | UNARY | BINARY;
+    pub const ALL: u128 = ((1 << 13) - 1) | UNARY | BINARY;
     /// What the forward pass of a ReLU MLP needs (`softmax(relu(x @ w + b)
     /// ...)`), plus the copy, cast and fill that tensor creation and views
     /// use. OR in more ops (`| ops::EXP | ops::TANH`) for other activations.
-    pub const MLP_INFERENCE: u64 = COPY | CAST | FILL | MATMUL | SOFTMAX | ADD | RELU;
+    pub const MLP_INFERENCE: u128 = COPY | CAST | FILL | MATMUL | SOFTMAX | ADD | RELU;
 
-    /// The bit of one unary op.
-    pub const fn unary_bit(op: UnaryOp) -> u64 {
-        match op {
-            UnaryOp::Neg => NEG,
-            UnaryOp::Abs => ABS,
-            UnaryOp::Exp => EXP,
-            UnaryOp::Log => LOG,
-            UnaryOp::Sqrt => SQRT,
-            UnaryOp::Sqr => SQR,
-            UnaryOp::Recip => RECIP,
-            UnaryOp::Tanh => TANH,
-            UnaryOp::Sigmoid => SIGMOID,
-            UnaryOp::Relu => RELU,
-            UnaryOp::Gelu => GELU,
-            UnaryOp::GeluTanh => GELU_TANH,
-            UnaryOp::Silu => SILU,
-            UnaryOp::Sin => SIN,
-            UnaryOp::Cos => COS,
-            UnaryOp::Powf(_) => POWF,
-            UnaryOp::Clamp(..) => CLAMP,
-            UnaryOp::Affine { .. } => AFFINE,
-            UnaryOp::Step => STEP,
-            UnaryOp::Sign => SIGN,
-            UnaryOp::Erf => ERF,
-        }
+    /// The bit of one unary op (from the op table, NOTE [Op table]).
+    pub const fn unary_bit(op: UnaryOp) -> u128 {
+        op.bit()
     }
 
-    /// The bit of one binary op.
-    pub const fn binary_bit(op: BinaryOp) -> u64 {
-        match op {
-            BinaryOp::Add => ADD,
-            BinaryOp::Sub => SUB,
-            BinaryOp::Mul => MUL,
-            BinaryOp::Div => DIV,
-            BinaryOp::Maximum => MAXIMUM,
-            BinaryOp::Minimum => MINIMUM,
-            BinaryOp::Pow => POW,
-        }
+    /// The bit of one binary op (from the op table).
+    pub const fn binary_bit(op: BinaryOp) -> u128 {
+        op.bit()
     }
 
     /// Whether `set` holds the unary `op`.
-    pub const fn has_unary(set: u64, op: UnaryOp) -> bool {
+    pub const fn has_unary(set: u128, op: UnaryOp) -> bool {
         set & unary_bit(op) != 0
     }
 
     /// Whether `set` holds the binary `op`.
-    pub const fn has_binary(set: u64, op: BinaryOp) -> bool {
+    pub const fn has_binary(set: u128, op: BinaryOp) -> bool {
         set & binary_bit(op) != 0
     }
 }

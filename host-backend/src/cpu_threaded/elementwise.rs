@@ -12,6 +12,7 @@ use kael_core::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use kael_core::cpu::elementwise as reference;
 use kael_core::dtype::DType;
 use kael_core::layout::Layout;
+use kael_core::ops::{BinaryKernel, CompareKernel, UnaryKernel};
 
 /// Runs `kern` over blocks of `d`, with one operand's matching block.
 fn run1<T: bytemuck::Pod + Send + Sync, U: Send>(
@@ -294,33 +295,14 @@ fn unary_as<T: Fl>(par: &Par<'_>, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Re
         };
     }
     let (z, one) = (T::ZERO, T::ONE);
+    // Arithmetic ops written here so the loops vectorise; every other op
+    // runs the op table's scalar function (NOTE [Op table]).
     match op {
         UnaryOp::Neg => go!(|x: T| -x),
-        UnaryOp::Abs => go!(|x: T| x.abs()),
-        UnaryOp::Exp => go!(|x: T| x.exp()),
-        UnaryOp::Log => go!(|x: T| x.ln()),
-        UnaryOp::Sqrt => go!(|x: T| x.sqrt()),
+        UnaryOp::Abs => go!(|x: T| x.fabs()),
         UnaryOp::Sqr => go!(|x: T| x * x),
         UnaryOp::Recip => go!(|x: T| one / x),
-        UnaryOp::Tanh => go!(|x: T| x.tanh()),
-        UnaryOp::Sigmoid => go!(|x: T| x.sigmoid()),
         UnaryOp::Relu => go!(|x: T| if x > z || x.is_nan() { x } else { z }),
-        UnaryOp::Gelu => {
-            let (half, r) = (
-                T::from_f64(0.5),
-                T::from_f64(core::f64::consts::FRAC_1_SQRT_2),
-            );
-            go!(|x: T| half * x * (one + (x * r).erf()))
-        }
-        UnaryOp::GeluTanh => {
-            let (half, c) = (T::from_f64(0.5), T::from_f64(0.797_884_560_802_865_4));
-            let k = T::from_f64(0.044715);
-            go!(|x: T| half * x * (one + (c * (x + k * x * x * x)).tanh()))
-        }
-        UnaryOp::Silu => go!(|x: T| x * x.sigmoid()),
-        UnaryOp::Sin => go!(|x: T| x.sin()),
-        UnaryOp::Cos => go!(|x: T| x.cos()),
-        UnaryOp::Powf(p) => go!(|x: T| T::from_f64(libm::pow(x.to_f64(), p))),
         UnaryOp::Clamp(lo, hi) => {
             let lo = lo.map(T::from_f64);
             let hi = hi.map(T::from_f64);
@@ -339,7 +321,6 @@ fn unary_as<T: Fl>(par: &Par<'_>, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Re
                 y
             })
         }
-        UnaryOp::Affine { mul, add } => go!(|x: T| T::from_f64(x.to_f64() * mul + add)),
         // Step and Sign as arithmetic on the comparisons, not branches: on
         // random signs (relu's backward) the branches mispredicted half
         // the time and ran ~15x slower than relu itself.
@@ -350,9 +331,62 @@ fn unary_as<T: Fl>(par: &Par<'_>, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Re
             let keep = x == z || x.is_nan();
             if keep { x } else { s }
         }),
-        UnaryOp::Erf => go!(|x: T| x.erf()),
+        _ => {
+            let k = Table1 { par, a, d };
+            if op.map_float(k).is_none() {
+                return reference::unary(op, src, dst);
+            }
+        }
     }
     Ok(())
+}
+
+/// The threaded default of a table op: its scalar function over blocks.
+struct Table1<'p, 'a, 'd, T> {
+    par: &'p Par<'p>,
+    a: Opnd<'a, T>,
+    d: &'d mut [T],
+}
+
+impl<T: Fl> UnaryKernel<T> for Table1<'_, '_, '_, T> {
+    type Output = ();
+    fn run(self, f: impl Fn(T) -> T + Copy + Send + Sync) {
+        run1(self.par, self.a, self.d, |d, a| apply1(d, a, f));
+    }
+}
+
+/// The threaded default of a binary table op.
+struct Table2<'p, 'a, 'd, T> {
+    par: &'p Par<'p>,
+    a: Opnd<'a, T>,
+    b: Opnd<'a, T>,
+    d: &'d mut [T],
+}
+
+impl<T: Fl> BinaryKernel<T> for Table2<'_, '_, '_, T> {
+    type Output = ();
+    fn run(self, f: impl Fn(T, T) -> T + Copy + Send + Sync) {
+        run2(self.par, self.a, self.b, self.d, |d, a, b| {
+            apply2(d, a, b, f)
+        });
+    }
+}
+
+/// The threaded comparison of a table op, into bytes.
+struct TableCmp<'p, 'a, 'd, T> {
+    par: &'p Par<'p>,
+    a: Opnd<'a, T>,
+    b: Opnd<'a, T>,
+    d: &'d mut [u8],
+}
+
+impl<T: Fl> CompareKernel<T> for TableCmp<'_, '_, '_, T> {
+    type Output = ();
+    fn run(self, f: impl Fn(T, T) -> bool + Copy + Send + Sync) {
+        run2(self.par, self.a, self.b, self.d, |blk, x, y| {
+            apply2_to(blk, x, y, move |x, y| u8::from(f(x, y)))
+        });
+    }
 }
 
 /// `dst = op(lhs, rhs)`.
@@ -403,7 +437,12 @@ fn binary_as<T: Fl>(
         BinaryOp::Div => go!(|x: T, y: T| x / y),
         BinaryOp::Maximum => go!(maximum::<T>),
         BinaryOp::Minimum => go!(minimum::<T>),
-        BinaryOp::Pow => go!(|x: T, y: T| T::from_f64(libm::pow(x.to_f64(), y.to_f64()))),
+        _ => {
+            let k = Table2 { par, a, b, d };
+            if op.map_float(k).is_none() {
+                return reference::binary(op, lhs, rhs, dst);
+            }
+        }
     }
     Ok(())
 }
@@ -443,18 +482,6 @@ fn compare_as<T: Fl>(
     let mut gd = dst.storage.write("compare")?;
     let (off, n) = (dst.layout.offset(), dst.layout.numel());
     let d = &mut cast_slice_mut::<u8>(gd.bytes_mut())?[off..off + n];
-    macro_rules! go {
-        ($f:expr) => {
-            run2(par, a, b, d, |blk, x, y| apply2_to(blk, x, y, $f))
-        };
-    }
-    match op {
-        CmpOp::Eq => go!(|x: T, y: T| u8::from(x == y)),
-        CmpOp::Ne => go!(|x: T, y: T| u8::from(x != y)),
-        CmpOp::Lt => go!(|x: T, y: T| u8::from(x < y)),
-        CmpOp::Le => go!(|x: T, y: T| u8::from(x <= y)),
-        CmpOp::Gt => go!(|x: T, y: T| u8::from(x > y)),
-        CmpOp::Ge => go!(|x: T, y: T| u8::from(x >= y)),
-    }
+    op.map(TableCmp { par, a, b, d });
     Ok(())
 }

@@ -1,11 +1,13 @@
-//! The float element types the threaded kernels specialise (f32, f64), with
-//! the reference backend's formulas (libm), so results match it.
+//! The float element types the threaded kernels specialise (f32, f64). Ops
+//! without a specialised loop run the op table's scalar functions (libm),
+//! so results match the reference backend.
 
 use core::ops::{Add, Div, Mul, Neg, Sub};
 
 /// f32 or f64.
 pub(super) trait Fl:
-    bytemuck::Pod
+    kael_core::dtype::Float
+    + bytemuck::Pod
     + Send
     + Sync
     + PartialOrd
@@ -15,95 +17,24 @@ pub(super) trait Fl:
     + Div<Output = Self>
     + Neg<Output = Self>
 {
-    const ZERO: Self;
-    const ONE: Self;
-    fn from_f64(v: f64) -> Self;
-    fn to_f64(self) -> f64;
-    fn exp(self) -> Self;
-    fn ln(self) -> Self;
-    fn sqrt(self) -> Self;
-    fn tanh(self) -> Self;
-    fn erf(self) -> Self;
-    fn sin(self) -> Self;
-    fn cos(self) -> Self;
-    fn abs(self) -> Self;
-    #[allow(clippy::eq_op)]
-    fn is_nan(self) -> bool {
-        self != self
-    }
-    /// The reference backend's sigmoid (stable on both sides).
-    fn sigmoid(self) -> Self {
-        if self >= Self::ZERO {
-            Self::ONE / (Self::ONE + (-self).exp())
-        } else {
-            let e = self.exp();
-            e / (Self::ONE + e)
-        }
+    /// `|x|` with a positive zero for `-0.0` (the reference's `abs` keeps
+    /// the zero's sign).
+    fn fabs(self) -> Self;
+}
+
+impl Fl for f32 {
+    #[inline(always)]
+    fn fabs(self) -> Self {
+        self.abs()
     }
 }
 
-macro_rules! fl {
-    ($t:ty, $exp:path, $ln:path, $sqrt:path, $tanh:path, $erf:path, $sin:path, $cos:path) => {
-        impl Fl for $t {
-            const ZERO: Self = 0.0;
-            const ONE: Self = 1.0;
-            #[inline(always)]
-            fn from_f64(v: f64) -> Self {
-                v as $t
-            }
-            #[inline(always)]
-            fn to_f64(self) -> f64 {
-                self as f64
-            }
-            fn exp(self) -> Self {
-                $exp(self)
-            }
-            fn ln(self) -> Self {
-                $ln(self)
-            }
-            fn sqrt(self) -> Self {
-                $sqrt(self)
-            }
-            fn tanh(self) -> Self {
-                $tanh(self)
-            }
-            fn erf(self) -> Self {
-                $erf(self)
-            }
-            fn sin(self) -> Self {
-                $sin(self)
-            }
-            fn cos(self) -> Self {
-                $cos(self)
-            }
-            #[inline(always)]
-            fn abs(self) -> Self {
-                <$t>::abs(self)
-            }
-        }
-    };
+impl Fl for f64 {
+    #[inline(always)]
+    fn fabs(self) -> Self {
+        self.abs()
+    }
 }
-
-fl!(
-    f32,
-    libm::expf,
-    libm::logf,
-    libm::sqrtf,
-    libm::tanhf,
-    libm::erff,
-    libm::sinf,
-    libm::cosf
-);
-fl!(
-    f64,
-    libm::exp,
-    libm::log,
-    libm::sqrt,
-    libm::tanh,
-    libm::erf,
-    libm::sin,
-    libm::cos
-);
 
 /// `max(a, b)`, NaN propagating (branch-free enough to vectorise).
 #[inline(always)]

@@ -13,6 +13,7 @@
 use super::{CudaBackend, intern};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use kael_core::ops::{BinaryOp, CmpOp, CudaRow, UnaryOp};
 use kael_core::{DType, Error, Layout, MAX_RANK, Result};
 
 /// The common part of every module.
@@ -43,8 +44,8 @@ pub(crate) fn module_source(dtype: DType) -> String {
         DType::I32 => ("TI32", false),
         _ => ("TU8", false),
     };
-    let mut s = String::with_capacity(PRELUDE.len() + BODY.len() + 64);
-    s.push_str(PRELUDE);
+    let mut s = String::with_capacity(PRELUDE.len() + BODY.len() + 8192);
+    s.push_str(&PRELUDE.replace("@OP_FUNCTIONS@", &op_functions()));
     s.push_str("\ntypedef ");
     s.push_str(traits);
     s.push_str(" KT;\n");
@@ -52,6 +53,93 @@ pub(crate) fn module_source(dtype: DType) -> String {
         s.push_str("#define KAEL_FLOAT 1\n");
     }
     s.push_str(BODY);
+    s
+}
+
+/// The `switch` arms of one dtype class: `case code: { statements }`.
+fn arms(rows: &[CudaRow], class: impl Fn(&CudaRow) -> Option<&'static str>) -> String {
+    let mut s = String::new();
+    for r in rows {
+        if let Some(body) = class(r) {
+            s.push_str(&format!(
+                "        case {}: {{ {body} }} // {}\n",
+                r.code, r.name
+            ));
+        }
+    }
+    s
+}
+
+/// `unary_f`, `binary_f` and `compare_f` from the op table (NOTE [Op
+/// table]): one `case` per row and dtype class it accepts. A code the host
+/// never sends (an op on a class it refuses) traps instead of returning a
+/// value.
+pub(crate) fn op_functions() -> String {
+    let un = UnaryOp::CUDA;
+    let bi = BinaryOp::CUDA;
+    let cmp = CmpOp::CUDA;
+    format!(
+        r#"template <class T>
+__device__ __forceinline__ typename T::S unary_f(int op, typename T::S xs, double p0, double p1, int flags) {{
+    typedef typename T::C C;
+    typedef typename T::U U;
+    C x = T::ld(xs);
+    if constexpr (T::FLOAT) {{
+        switch (op) {{
+{}        }}
+    }} else {{
+        switch (op) {{
+{}        }}
+    }}
+    __trap();
+    return xs;
+}}
+
+template <class T>
+__device__ __forceinline__ typename T::S binary_f(int op, typename T::S as, typename T::S bs) {{
+    typedef typename T::C C;
+    typedef typename T::U U;
+    C a = T::ld(as), b = T::ld(bs);
+    if constexpr (T::FLOAT) {{
+        switch (op) {{
+{}        }}
+    }} else {{
+        switch (op) {{
+{}        }}
+    }}
+    __trap();
+    return as;
+}}
+
+template <class T>
+__device__ __forceinline__ u8 compare_f(int op, typename T::S as, typename T::S bs) {{
+    typedef typename T::C C;
+    C a = T::ld(as), b = T::ld(bs);
+    switch (op) {{
+{}    }}
+    __trap();
+    return 0;
+}}
+"#,
+        arms(un, |r| r.float),
+        arms(un, |r| r.int),
+        arms(bi, |r| r.float),
+        arms(bi, |r| r.int),
+        cmp_arms(cmp),
+    )
+}
+
+/// The comparison arms: `case code: return (expr);`.
+fn cmp_arms(rows: &[CudaRow]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        if let Some(e) = r.float {
+            s.push_str(&format!(
+                "    case {}: return ({e}); // {}\n",
+                r.code, r.name
+            ));
+        }
+    }
     s
 }
 
@@ -224,6 +312,37 @@ mod tests {
         // size-1 dims may have any stride and stay contiguous (PyTorch's rule)
         let s = KLayout::new(&[1, 4], &[99, 1], 5).unwrap();
         assert_eq!((s.contig, s.offset), (1, 5));
+    }
+
+    #[test]
+    fn op_functions_have_one_case_per_table_row_and_class() {
+        let src = op_functions();
+        let count = |needle: &str| src.matches(needle).count();
+        for r in UnaryOp::CUDA
+            .iter()
+            .chain(BinaryOp::CUDA)
+            .chain(CmpOp::CUDA)
+        {
+            let classes = usize::from(r.float.is_some()) + usize::from(r.int.is_some());
+            let arm = format!("case {}: ", r.code);
+            let named = format!("// {}\n", r.name);
+            assert!(count(&named) >= 1, "{} has no arm", r.name);
+            assert!(
+                count(&arm) >= classes.min(1),
+                "{} has no case {}",
+                r.name,
+                r.code
+            );
+        }
+        // Every unary row, float and int classes, appears exactly once each.
+        for r in UnaryOp::CUDA {
+            let classes = usize::from(r.float.is_some()) + usize::from(r.int.is_some());
+            let line = format!("// {}\n", r.name);
+            assert_eq!(count(&line), classes, "{}", r.name);
+        }
+        if let Ok(path) = std::env::var("KAEL_DUMP_CUDA") {
+            std::fs::write(path, module_source(DType::F32)).unwrap();
+        }
     }
 
     #[test]

@@ -155,60 +155,6 @@ pub(crate) fn rows_of(l: &Layout, dim: usize) -> Result<Layout> {
     Layout::new(&shape, l.strides(), l.offset())
 }
 
-fn unary_code(op: UnaryOp) -> (i32, f64, f64, i32) {
-    match op {
-        UnaryOp::Neg => (0, 0.0, 0.0, 0),
-        UnaryOp::Abs => (1, 0.0, 0.0, 0),
-        UnaryOp::Exp => (2, 0.0, 0.0, 0),
-        UnaryOp::Log => (3, 0.0, 0.0, 0),
-        UnaryOp::Sqrt => (4, 0.0, 0.0, 0),
-        UnaryOp::Sqr => (5, 0.0, 0.0, 0),
-        UnaryOp::Recip => (6, 0.0, 0.0, 0),
-        UnaryOp::Tanh => (7, 0.0, 0.0, 0),
-        UnaryOp::Sigmoid => (8, 0.0, 0.0, 0),
-        UnaryOp::Relu => (9, 0.0, 0.0, 0),
-        UnaryOp::Gelu => (10, 0.0, 0.0, 0),
-        UnaryOp::GeluTanh => (11, 0.0, 0.0, 0),
-        UnaryOp::Silu => (12, 0.0, 0.0, 0),
-        UnaryOp::Sin => (13, 0.0, 0.0, 0),
-        UnaryOp::Cos => (14, 0.0, 0.0, 0),
-        UnaryOp::Powf(p) => (15, p, 0.0, 0),
-        UnaryOp::Clamp(lo, hi) => (
-            16,
-            lo.unwrap_or(0.0),
-            hi.unwrap_or(0.0),
-            i32::from(lo.is_some()) | (i32::from(hi.is_some()) << 1),
-        ),
-        UnaryOp::Affine { mul, add } => (17, mul, add, 0),
-        UnaryOp::Step => (18, 0.0, 0.0, 0),
-        UnaryOp::Sign => (19, 0.0, 0.0, 0),
-        UnaryOp::Erf => (20, 0.0, 0.0, 0),
-    }
-}
-
-fn binary_code(op: BinaryOp) -> i32 {
-    match op {
-        BinaryOp::Add => 0,
-        BinaryOp::Sub => 1,
-        BinaryOp::Mul => 2,
-        BinaryOp::Div => 3,
-        BinaryOp::Maximum => 4,
-        BinaryOp::Minimum => 5,
-        BinaryOp::Pow => 6,
-    }
-}
-
-fn compare_code(op: CmpOp) -> i32 {
-    match op {
-        CmpOp::Eq => 0,
-        CmpOp::Ne => 1,
-        CmpOp::Lt => 2,
-        CmpOp::Le => 3,
-        CmpOp::Gt => 4,
-        CmpOp::Ge => 5,
-    }
-}
-
 impl CudaBackend {
     pub(crate) fn bind(&self, op: &'static str) -> Result<()> {
         self.ctx.bind_to_thread().map_err(|e| driver_error(op, e))
@@ -416,7 +362,8 @@ impl CudaBackend {
             return Ok(());
         }
         let (s, d) = (self.operand(name, &src)?, self.operand(name, &dst)?);
-        let (code, p0, p1, flags) = unary_code(op);
+        let (p0, p1, flags) = op.cuda_args();
+        let code = op.code() as i32;
         let nn = n_i64(n)?;
         launch!(self, dt, "k_unary", per_element(n);
             &d.kl, &s.kl, &nn, &d.ptr, &s.ptr, &code, &p0, &p1, &flags)
@@ -431,11 +378,18 @@ impl CudaBackend {
     ) -> Result<()> {
         let name = op.name();
         let dt = dst.dtype;
-        if dt == DType::Bool || (dt.is_int() && matches!(op, BinaryOp::Div | BinaryOp::Pow)) {
+        if dt == DType::Bool || (dt.is_int() && !op.works_on_ints()) {
             return Err(Error::UnsupportedDType {
                 op: name,
                 dtype: dt,
                 supported: "f32, f64, f16, bf16",
+            });
+        }
+        if dt.is_float() && !op.works_on_floats() {
+            return Err(Error::UnsupportedDType {
+                op: name,
+                dtype: dt,
+                supported: "integer dtypes",
             });
         }
         same_dtype(name, dt, lhs.dtype)?;
@@ -451,7 +405,7 @@ impl CudaBackend {
             self.operand(name, &rhs)?,
             self.operand(name, &dst)?,
         );
-        let (nn, code) = (n_i64(n)?, binary_code(op));
+        let (nn, code) = (n_i64(n)?, op.code() as i32);
         launch!(self, dt, "k_binary", per_element(n);
             &d.kl, &a.kl, &b.kl, &nn, &d.ptr, &a.ptr, &b.ptr, &code)
     }
@@ -484,7 +438,7 @@ impl CudaBackend {
             self.operand(OP, &rhs)?,
             self.operand(OP, &dst)?,
         );
-        let (nn, code) = (n_i64(n)?, compare_code(op));
+        let (nn, code) = (n_i64(n)?, op.code() as i32);
         launch!(self, lhs.dtype, "k_compare", per_element(n);
             &d.kl, &a.kl, &b.kl, &nn, &d.ptr, &a.ptr, &b.ptr, &code)
     }

@@ -1,0 +1,155 @@
+//! The binary op table (NOTE [Op table]).
+//!
+//! A row:
+//!
+//! ```text
+//! /// Doc of the variant and the `Tensor` method.
+//! Variant => BIT {
+//!     float: (|a, b| rust, "cuda statements") | refused,  // T: Float
+//!     int: (|a, b| rust, "cuda statements") | refused,    // T: Int (i64, i32, u8)
+//!     grad: [a b y] |g, a, b, y| Ok((ga, gb)),  // saved operands/output; at the broadcast shape
+//!     backward: "NameBackward",
+//!     method: fn name check |a, b| expr;,       // the check is optional
+//!     example: "doc-test lines (dev = Device::cpu())",
+//!     check: (Domain of a, Domain of b, smooth: true|false),
+//! }
+//! ```
+//!
+//! CUDA statements run inside `binary_f<T>` (prelude.cu) with `as`/`bs` the
+//! stored values and `a`/`b` their compute values of type `C` (`U`: its
+//! unsigned twin for wrapping integer arithmetic).
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+binary_table! {
+    /// Elementwise `self + other`.
+    Add => ADD {
+        float: (|a, b| a.add(b), "return T::st(a + b);"),
+        int: (|a, b| a.add(b), "return T::st((C)((U)a + (U)b));"),
+        grad: [] |g, a, b, y| Ok((g.clone(), g.clone())),
+        backward: "AddBackward",
+        method: fn add,
+        example: "let a = Tensor::from_slice(&[1.0f32, 2.0], &[2, 1], &dev)?;
+let b = Tensor::from_slice(&[10.0f32, 20.0, 30.0], &[3], &dev)?;
+assert_eq!(a.add(&b)?.to_vec::<f32>()?, vec![11.0, 21.0, 31.0, 12.0, 22.0, 32.0]);",
+        check: (Normal, Normal, smooth: true),
+    }
+    /// Elementwise `self - other`.
+    Sub => SUB {
+        float: (|a, b| a.sub(b), "return T::st(a - b);"),
+        int: (|a, b| a.sub(b), "return T::st((C)((U)a - (U)b));"),
+        grad: [] |g, a, b, y| Ok((g.clone(), g.neg()?)),
+        backward: "SubBackward",
+        method: fn sub,
+        example: "let a = Tensor::from_slice(&[5i32, 7], &[2], &dev)?;
+assert_eq!(a.sub(&a)?.to_vec::<i32>()?, vec![0, 0]);",
+        check: (Normal, Normal, smooth: true),
+    }
+    /// Elementwise `self * other`.
+    Mul => MUL {
+        float: (|a, b| a.mul(b), "return T::st(a * b);"),
+        int: (|a, b| a.mul(b), "return T::st((C)((U)a * (U)b));"),
+        grad: [a b] |g, a, b, y| Ok((g.mul(&b()?)?, g.mul(&a()?)?)),
+        backward: "MulBackward",
+        method: fn mul,
+        example: "let a = Tensor::from_slice(&[2.0f32, 3.0], &[2], &dev)?;
+assert_eq!(a.mul(&a)?.to_vec::<f32>()?, vec![4.0, 9.0]);",
+        check: (Normal, Normal, smooth: true),
+    }
+    /// Elementwise `self / other` (float dtypes; convert integers with
+    /// `to_dtype` first).
+    Div => DIV {
+        float: (|a, b| a.div(b), "return T::st(a / b);"),
+        int: refused,
+        grad: [a b] |g, a, b, y| {
+            let b = b()?;
+            let ga = g.div(&b)?;
+            Ok((ga.clone(), ga.mul(&a()?)?.div(&b)?.neg()?))
+        },
+        backward: "DivBackward",
+        method: fn div,
+        example: "let a = Tensor::from_slice(&[1.0f32, 3.0], &[2], &dev)?;
+assert_eq!(a.div(&a.affine(0.0, 2.0)?)?.to_vec::<f32>()?, vec![0.5, 1.5]);",
+        check: (Normal, NonZero, smooth: true),
+    }
+    /// Elementwise maximum (NaN propagates; ties split the gradient evenly,
+    /// as in PyTorch).
+    Maximum => MAXIMUM {
+        float: (|a, b| if a.is_nan() || a > b { a } else { b }, "return (a != a || a > b) ? as : bs;"),
+        int: (|a, b| if a > b { a } else { b }, "return a > b ? as : bs;"),
+        grad: [a b] |g, a, b, y| extremum_backward(g, &a()?, &b()?, true),
+        backward: "MaximumBackward",
+        method: fn maximum,
+        example: "let a = Tensor::from_slice(&[1.0f32, 5.0], &[2], &dev)?;
+let b = Tensor::from_slice(&[3.0f32], &[1], &dev)?;
+assert_eq!(a.maximum(&b)?.to_vec::<f32>()?, vec![3.0, 5.0]);",
+        check: (Ties, Ties, smooth: false),
+    }
+    /// Elementwise minimum (NaN propagates; ties split the gradient evenly).
+    Minimum => MINIMUM {
+        float: (|a, b| if a.is_nan() || a < b { a } else { b }, "return (a != a || a < b) ? as : bs;"),
+        int: (|a, b| if a < b { a } else { b }, "return a < b ? as : bs;"),
+        grad: [a b] |g, a, b, y| extremum_backward(g, &a()?, &b()?, false),
+        backward: "MinimumBackward",
+        method: fn minimum,
+        example: "let a = Tensor::from_slice(&[1.0f32, 5.0], &[2], &dev)?;
+let b = Tensor::from_slice(&[3.0f32], &[1], &dev)?;
+assert_eq!(a.minimum(&b)?.to_vec::<f32>()?, vec![1.0, 3.0]);",
+        check: (Ties, Ties, smooth: false),
+    }
+    /// Elementwise `self ^ other` (float dtypes).
+    Pow => POW {
+        float: (
+            |a, b| T::from_f64(libm::pow(a.to_f64(), b.to_f64())),
+            "return T::from_f64(pow(T::f64(a), T::f64(b)));"
+        ),
+        int: refused,
+        grad: [a b y] |g, a, b, y| {
+            // d a^b / da = b a^(b-1); d/db = a^b ln a
+            let (a, b) = (a()?, b()?);
+            let ga = g.mul(&b.mul(&a.pow(&b.add_scalar(-1.0)?)?)?)?;
+            let gb = g.mul(&y()?.mul(&a.log()?)?)?;
+            Ok((ga, gb))
+        },
+        backward: "PowBackward",
+        method: fn pow,
+        example: "let a = Tensor::from_slice(&[2.0f32, 3.0], &[2], &dev)?;
+assert_eq!(a.pow(&a)?.to_vec::<f32>()?, vec![4.0, 27.0]);",
+        check: (Positive, Normal, smooth: true),
+    }
+}
+
+/// Maximum's (`max`) or minimum's gradients: the winner takes `g`, ties
+/// split it evenly.
+fn extremum_backward(g: &Tensor, a: &Tensor, b: &Tensor, max: bool) -> Result<(Tensor, Tensor)> {
+    let wins = if max { a.gt(b)? } else { a.lt(b)? };
+    let ties = a.eq(b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;
+    let wa = wins.to_dtype(g.dtype())?.add(&ties)?;
+    let ga = g.mul(&wa)?;
+    Ok((ga.clone(), g.sub(&ga)?))
+}
+
+/// Refuses a zero divisor of an integer division-like op (PyTorch raises
+/// `ZeroDivisionError`); float divisors may be zero.
+#[allow(dead_code)]
+fn int_divisor_nonzero(op: &'static str, divisor: &Tensor) -> Result<()> {
+    if !divisor.dtype().is_int() || divisor.numel() == 0 {
+        return Ok(());
+    }
+    let zeros = crate::autograd::no_grad(|| {
+        divisor
+            .eq(&divisor.scalar_like(0.0)?)?
+            .to_dtype(DType::I64)?
+            .sum_all()?
+            .item::<i64>()
+    })?;
+    if zeros > 0 {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "integer division by zero: the divisor has a zero element; use a float dtype (which gives inf/NaN) or remove the zeros",
+        });
+    }
+    Ok(())
+}

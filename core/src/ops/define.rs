@@ -1,0 +1,554 @@
+//! The macros that turn the rows of the op tables into code (NOTE [Op
+//! table] in the parent module). The rows themselves are in `unary.rs`,
+//! `binary.rs` and `compare.rs`; their syntax is documented there.
+
+/// Generates everything of the unary ops from their rows (see `unary.rs`).
+macro_rules! unary_table {
+    ($(
+        $(#[$doc:meta])*
+        $V:ident $(($($ta:ident: $tty:ty),+))? $({$($(#[$fdoc:meta])* $sa:ident: $sty:ty),+})? => $BIT:ident {
+            float: (|$fx:ident| $fe:expr, $fcuda:literal),
+            int: $int:tt,
+            $(cuda_args: ($p0:expr, $p1:expr, $fl:expr),)?
+            grad: [$($save:ident)*] |$g:ident, $x:ident, $y:ident| $ge:expr,
+            backward: $bname:literal,
+            method: $mvis:vis fn $m:ident($($arg:ident: $aty:ty),*) $(check $chk:expr;)? => $mk:expr,
+            example: $ex:literal,
+            check: [$(($cargs:literal, $cdom:ident, $cints:literal, $csmooth:literal, $cf:expr)),* $(,)?],
+        }
+    )*) => {
+        /// Elementwise functions of one operand: one variant per row of the
+        /// unary op table (NOTE [Op table]).
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub enum UnaryOp {
+            $(
+                $(#[$doc])*
+                $V $(($($tty),+))? $({$($(#[$fdoc])* $sa: $sty),+})?,
+            )*
+        }
+
+        /// The position of each row in the table: the op's code.
+        #[allow(dead_code)]
+        #[derive(Clone, Copy)]
+        #[repr(u32)]
+        enum Code {
+            $($V,)*
+        }
+
+        /// The kernel-selection bit of each unary op (NOTE [Kernel
+        /// selection]); re-exported by [`crate::cpu::ops`].
+        pub mod bits {
+            $(
+                #[doc = concat!("Unary `", stringify!($m), "`.")]
+                pub const $BIT: u128 = 1 << (super::super::UNARY_BASE + super::Code::$V as u32);
+            )*
+            /// Every unary op.
+            pub const UNARY: u128 = 0 $(| $BIT)*;
+        }
+
+        impl UnaryOp {
+            /// How many unary ops the table has.
+            pub const COUNT: usize = [$(stringify!($V)),*].len();
+
+            /// The op's name (its `Tensor` method), for errors and graph dumps.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$V { .. } => stringify!($m),)*
+                }
+            }
+
+            /// The op's code: its position in the table (the CUDA kernels
+            /// switch on it).
+            pub const fn code(self) -> u32 {
+                match self {
+                    $(Self::$V { .. } => Code::$V as u32,)*
+                }
+            }
+
+            /// The op's kernel-selection bit (NOTE [Kernel selection]).
+            pub const fn bit(self) -> u128 {
+                match self {
+                    $(Self::$V { .. } => bits::$BIT,)*
+                }
+            }
+
+            /// Whether the op is defined for integer dtypes too.
+            pub const fn works_on_ints(self) -> bool {
+                match self {
+                    $(Self::$V { .. } => unary_table!(@has_int $int),)*
+                }
+            }
+
+            /// The name of the op's backward node (`grad_fn_name()`).
+            pub const fn backward_name(self) -> &'static str {
+                match self {
+                    $(Self::$V { .. } => $bname,)*
+                }
+            }
+
+            /// Which of (input, output) the gradient needs saved.
+            pub(crate) const fn saves(self) -> (bool, bool) {
+                match self {
+                    $(Self::$V { .. } => (
+                        unary_table!(@saves x $($save)*),
+                        unary_table!(@saves y $($save)*),
+                    ),)*
+                }
+            }
+
+            /// The op's numeric parameters as the CUDA kernels take them:
+            /// `(p0, p1, flags)`.
+            pub fn cuda_args(self) -> (f64, f64, i32) {
+                #[allow(unused_variables)]
+                match self {
+                    $(Self::$V $(($($ta),+))? $({$($sa),+})? => unary_table!(@args $(($p0, $p1, $fl))?),)*
+                }
+            }
+
+            /// Runs `kernel` with the op's float function, when `OPS` (a set
+            /// of kernel-selection bits) holds the op; `None` otherwise.
+            pub fn map_float_in<T: $crate::dtype::Float, K: $crate::ops::UnaryKernel<T>, const OPS: u128>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                match self {
+                    $(Self::$V $(($($ta),+))? $({$($sa),+})? => {
+                        if OPS & bits::$BIT == 0 {
+                            return None;
+                        }
+                        Some(kernel.run(move |$fx: T| -> T { $fe }))
+                    })*
+                }
+            }
+
+            /// [`map_float_in`](Self::map_float_in) with every op selected.
+            pub fn map_float<T: $crate::dtype::Float, K: $crate::ops::UnaryKernel<T>>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                self.map_float_in::<T, K, { u128::MAX }>(kernel)
+            }
+
+            /// Runs `kernel` with the op's integer function, when the op
+            /// accepts integers and `OPS` holds it; `None` otherwise.
+            pub fn map_int_in<T: $crate::dtype::Scalar, K: $crate::ops::UnaryKernel<T>, const OPS: u128>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                #[allow(unused_variables)]
+                match self {
+                    $(Self::$V $(($($ta),+))? $({$($sa),+})? => {
+                        unary_table!(@map_int OPS, bits::$BIT, kernel, T, $int)
+                    })*
+                }
+            }
+
+            /// [`map_int_in`](Self::map_int_in) with every op selected.
+            pub fn map_int<T: $crate::dtype::Scalar, K: $crate::ops::UnaryKernel<T>>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                self.map_int_in::<T, K, { u128::MAX }>(kernel)
+            }
+
+            /// The gradient of the input from the gradient `g` of the output;
+            /// `x` and `y` fetch the saved input and output.
+            #[allow(unused_variables)]
+            pub(crate) fn backward(
+                self,
+                g: &$crate::Tensor,
+                x: &dyn Fn() -> $crate::Result<$crate::Tensor>,
+                y: &dyn Fn() -> $crate::Result<$crate::Tensor>,
+            ) -> $crate::Result<$crate::Tensor> {
+                match self {
+                    $(Self::$V $(($($ta),+))? $({$($sa),+})? => {
+                        let ($g, $x, $y) = (g, x, y);
+                        $ge
+                    })*
+                }
+            }
+
+            /// Every op's CUDA statements, indexed by [`code`](Self::code).
+            pub const CUDA: &'static [$crate::ops::CudaRow] = &[
+                $($crate::ops::CudaRow {
+                    name: stringify!($m),
+                    code: Code::$V as u32,
+                    float: Some($fcuda),
+                    int: unary_table!(@cuda_int $int),
+                },)*
+            ];
+
+            /// Every public unary op as the conformance suite and the
+            /// gradient checks call it (parametrised ops once per
+            /// parameter set worth checking).
+            pub const CASES: &'static [$crate::ops::UnaryCase] = &[
+                $($($crate::ops::UnaryCase {
+                    op: stringify!($m),
+                    args: $cargs,
+                    f: $cf,
+                    domain: $crate::ops::Domain::$cdom,
+                    ints: $cints,
+                    smooth: $csmooth,
+                },)*)*
+            ];
+        }
+
+        impl $crate::Tensor {
+            $(
+                $(#[$doc])*
+                ///
+                /// # Errors
+                /// [`Error::UnsupportedDType`](crate::Error::UnsupportedDType)
+                /// for dtypes the op is not defined on;
+                /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+                /// for bad parameters.
+                ///
+                /// ```
+                /// use kael_core::{Device, Tensor};
+                /// let x = Tensor::from_slice(&[-1.0f32, 0.5, 2.0], &[3], &Device::cpu())?;
+                #[doc = $ex]
+                /// # Ok::<(), kael_core::Error>(())
+                /// ```
+                $mvis fn $m(&self $(, $arg: $aty)*) -> $crate::Result<$crate::Tensor> {
+                    $($chk?;)?
+                    self.unary_op($mk)
+                }
+            )*
+        }
+    };
+
+    (@has_int refused) => { false };
+    (@has_int ($($t:tt)*)) => { true };
+
+    (@saves $w:ident) => { false };
+    (@saves x x $($r:ident)*) => { true };
+    (@saves y y $($r:ident)*) => { true };
+    (@saves a a $($r:ident)*) => { true };
+    (@saves b b $($r:ident)*) => { true };
+    (@saves $w:ident $o:ident $($r:ident)*) => { unary_table!(@saves $w $($r)*) };
+
+    (@args) => { (0.0, 0.0, 0) };
+    (@args ($a:expr, $b:expr, $c:expr)) => { ($a, $b, $c) };
+
+    (@cuda_int refused) => { None };
+    (@cuda_int (|$ix:ident| $ie:expr, $cu:literal)) => { Some($cu) };
+
+    (@map_int $ops:ident, $bit:path, $k:ident, $T:ident, refused) => { None };
+    (@map_int $ops:ident, $bit:path, $k:ident, $T:ident, (|$ix:ident| $ie:expr, $cu:literal)) => {{
+        if $ops & $bit == 0 {
+            return None;
+        }
+        Some($k.run(move |$ix: $T| -> $T { $ie }))
+    }};
+}
+
+/// Generates everything of the binary ops from their rows (see `binary.rs`).
+macro_rules! binary_table {
+    ($(
+        $(#[$doc:meta])*
+        $V:ident => $BIT:ident {
+            float: $float:tt,
+            int: $int:tt,
+            grad: [$($save:ident)*] |$g:ident, $a:ident, $b:ident, $y:ident| $ge:expr,
+            backward: $bname:literal,
+            method: fn $m:ident $(check |$ca:ident, $cb:ident| $chk:expr;)?,
+            example: $ex:literal,
+            check: ($da:ident, $db:ident, smooth: $smooth:literal),
+        }
+    )*) => {
+        /// Elementwise functions of two operands: one variant per row of
+        /// the binary op table (NOTE [Op table]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum BinaryOp {
+            $(
+                $(#[$doc])*
+                $V,
+            )*
+        }
+
+        /// The kernel-selection bit of each binary op (NOTE [Kernel
+        /// selection]); re-exported by [`crate::cpu::ops`].
+        pub mod bits {
+            $(
+                #[doc = concat!("Binary `", stringify!($m), "`.")]
+                pub const $BIT: u128 = 1 << (super::super::BINARY_BASE + super::BinaryOp::$V as u32);
+            )*
+            /// Every binary op.
+            pub const BINARY: u128 = 0 $(| $BIT)*;
+        }
+
+        impl BinaryOp {
+            /// How many binary ops the table has.
+            pub const COUNT: usize = [$(stringify!($V)),*].len();
+
+            /// Every binary op, in table order.
+            pub const ALL: [BinaryOp; Self::COUNT] = [$(Self::$V),*];
+
+            /// The op's name (its `Tensor` method), for errors and graph dumps.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$V => stringify!($m),)*
+                }
+            }
+
+            /// The op's code: its position in the table.
+            pub const fn code(self) -> u32 {
+                self as u32
+            }
+
+            /// The op's kernel-selection bit (NOTE [Kernel selection]).
+            pub const fn bit(self) -> u128 {
+                match self {
+                    $(Self::$V => bits::$BIT,)*
+                }
+            }
+
+            /// Whether the op is defined for float dtypes.
+            pub const fn works_on_floats(self) -> bool {
+                match self {
+                    $(Self::$V => binary_table!(@has $float),)*
+                }
+            }
+
+            /// Whether the op is defined for integer dtypes (`bool` included
+            /// for the bitwise ops, whose integer functions are also
+            /// logical on 0/1).
+            pub const fn works_on_ints(self) -> bool {
+                match self {
+                    $(Self::$V => binary_table!(@has $int),)*
+                }
+            }
+
+            /// The name of the op's backward node (`grad_fn_name()`).
+            pub const fn backward_name(self) -> &'static str {
+                match self {
+                    $(Self::$V => $bname,)*
+                }
+            }
+
+            /// Which of (lhs, rhs, output) the gradient needs saved.
+            pub(crate) const fn saves(self) -> (bool, bool, bool) {
+                match self {
+                    $(Self::$V => (
+                        unary_table!(@saves a $($save)*),
+                        unary_table!(@saves b $($save)*),
+                        unary_table!(@saves y $($save)*),
+                    ),)*
+                }
+            }
+
+            /// Runs `kernel` with the op's float function, when the op
+            /// accepts floats and `OPS` holds it; `None` otherwise.
+            pub fn map_float_in<T: $crate::dtype::Float, K: $crate::ops::BinaryKernel<T>, const OPS: u128>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                match self {
+                    $(Self::$V => binary_table!(@map OPS, bits::$BIT, kernel, T, $float),)*
+                }
+            }
+
+            /// [`map_float_in`](Self::map_float_in) with every op selected.
+            pub fn map_float<T: $crate::dtype::Float, K: $crate::ops::BinaryKernel<T>>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                self.map_float_in::<T, K, { u128::MAX }>(kernel)
+            }
+
+            /// Runs `kernel` with the op's integer function, when the op
+            /// accepts integers and `OPS` holds it; `None` otherwise.
+            pub fn map_int_in<T: $crate::dtype::Int, K: $crate::ops::BinaryKernel<T>, const OPS: u128>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                match self {
+                    $(Self::$V => binary_table!(@map OPS, bits::$BIT, kernel, T, $int),)*
+                }
+            }
+
+            /// [`map_int_in`](Self::map_int_in) with every op selected.
+            pub fn map_int<T: $crate::dtype::Int, K: $crate::ops::BinaryKernel<T>>(
+                self,
+                kernel: K,
+            ) -> Option<K::Output> {
+                self.map_int_in::<T, K, { u128::MAX }>(kernel)
+            }
+
+            /// The gradients of (lhs, rhs), at the broadcast shape, from the
+            /// gradient `g` of the output; `a`, `b` and `y` fetch the saved
+            /// operands and output.
+            #[allow(unused_variables)]
+            pub(crate) fn backward(
+                self,
+                g: &$crate::Tensor,
+                a: &dyn Fn() -> $crate::Result<$crate::Tensor>,
+                b: &dyn Fn() -> $crate::Result<$crate::Tensor>,
+                y: &dyn Fn() -> $crate::Result<$crate::Tensor>,
+            ) -> $crate::Result<($crate::Tensor, $crate::Tensor)> {
+                match self {
+                    $(Self::$V => {
+                        let ($g, $a, $b, $y) = (g, a, b, y);
+                        $ge
+                    })*
+                }
+            }
+
+            /// Every op's CUDA statements, indexed by [`code`](Self::code).
+            pub const CUDA: &'static [$crate::ops::CudaRow] = &[
+                $($crate::ops::CudaRow {
+                    name: stringify!($m),
+                    code: Self::$V as u32,
+                    float: binary_table!(@cuda_float $float),
+                    int: binary_table!(@cuda_int $int),
+                },)*
+            ];
+
+            /// Every binary op as the conformance suite and the gradient
+            /// checks call it.
+            pub const CASES: &'static [$crate::ops::BinaryCase] = &[
+                $($crate::ops::BinaryCase {
+                    op: stringify!($m),
+                    f: $crate::Tensor::$m,
+                    domains: ($crate::ops::Domain::$da, $crate::ops::Domain::$db),
+                    floats: binary_table!(@has $float),
+                    ints: binary_table!(@has $int),
+                    smooth: $smooth,
+                },)*
+            ];
+        }
+
+        impl $crate::Tensor {
+            $(
+                $(#[$doc])*
+                ///
+                /// Broadcasts `self` and `other` to a common shape.
+                ///
+                /// # Errors
+                /// Shapes that do not broadcast; different dtypes or devices;
+                /// a dtype the op is not defined on.
+                ///
+                /// ```
+                /// use kael_core::{Device, Tensor};
+                /// let dev = Device::cpu();
+                #[doc = $ex]
+                /// # Ok::<(), kael_core::Error>(())
+                /// ```
+                pub fn $m(&self, other: &$crate::Tensor) -> $crate::Result<$crate::Tensor> {
+                    $({
+                        let ($ca, $cb) = (self, other);
+                        $chk?;
+                    })?
+                    self.binary_op(BinaryOp::$V, other)
+                }
+            )*
+        }
+    };
+
+    (@has refused) => { false };
+    (@has ($($t:tt)*)) => { true };
+
+    (@cuda_float refused) => { None };
+    (@cuda_float (|$x:ident, $z:ident| $e:expr, $cu:literal)) => { Some($cu) };
+    (@cuda_int refused) => { None };
+    (@cuda_int (|$x:ident, $z:ident| $e:expr, $cu:literal)) => { Some($cu) };
+
+    (@map $ops:ident, $bit:path, $k:ident, $T:ident, refused) => { None };
+    (@map $ops:ident, $bit:path, $k:ident, $T:ident, (|$x:ident, $z:ident| $e:expr, $cu:literal)) => {{
+        if $ops & $bit == 0 {
+            return None;
+        }
+        Some($k.run(move |$x: $T, $z: $T| -> $T { $e }))
+    }};
+}
+
+/// Generates everything of the comparisons and logical ops from their rows
+/// (see `compare.rs`).
+macro_rules! compare_table {
+    ($(
+        $(#[$doc:meta])*
+        $V:ident {
+            f: (|$a:ident, $b:ident| $e:expr, $cuda:literal),
+            method: fn $m:ident,
+            example: $ex:literal,
+        }
+    )*) => {
+        /// Comparisons and logical ops: a `Bool` result from two operands of
+        /// one dtype; one variant per row of the table (NOTE [Op table]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum CmpOp {
+            $(
+                $(#[$doc])*
+                $V,
+            )*
+        }
+
+        impl CmpOp {
+            /// How many ops the table has.
+            pub const COUNT: usize = [$(stringify!($V)),*].len();
+
+            /// Every op, in table order.
+            pub const ALL: [CmpOp; Self::COUNT] = [$(Self::$V),*];
+
+            /// The op's name (its `Tensor` method).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$V => stringify!($m),)*
+                }
+            }
+
+            /// The op's code: its position in the table.
+            pub const fn code(self) -> u32 {
+                self as u32
+            }
+
+            /// Runs `kernel` with the op's function (every dtype).
+            pub fn map<T: $crate::dtype::Scalar, K: $crate::ops::CompareKernel<T>>(self, kernel: K) -> K::Output {
+                match self {
+                    $(Self::$V => kernel.run(move |$a: T, $b: T| -> bool { $e }),)*
+                }
+            }
+
+            /// Every op's CUDA expression (a `bool` of `a` and `b`), indexed by
+            /// [`code`](Self::code).
+            pub const CUDA: &'static [$crate::ops::CudaRow] = &[
+                $($crate::ops::CudaRow {
+                    name: stringify!($m),
+                    code: Self::$V as u32,
+                    float: Some($cuda),
+                    int: Some($cuda),
+                },)*
+            ];
+
+            /// Every op as the conformance suite calls it.
+            pub const CASES: &'static [$crate::ops::CompareCase] = &[
+                $($crate::ops::CompareCase {
+                    op: stringify!($m),
+                    f: $crate::Tensor::$m,
+                },)*
+            ];
+        }
+
+        impl $crate::Tensor {
+            $(
+                $(#[$doc])*
+                ///
+                /// A `Bool` tensor; `self` and `other` broadcast together.
+                ///
+                /// # Errors
+                /// Shapes that do not broadcast; different dtypes or devices.
+                ///
+                /// ```
+                /// use kael_core::{Device, Tensor};
+                /// let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3], &Device::cpu())?;
+                /// let b = Tensor::from_slice(&[2.0f32], &[1], &Device::cpu())?;
+                #[doc = $ex]
+                /// # Ok::<(), kael_core::Error>(())
+                /// ```
+                pub fn $m(&self, other: &$crate::Tensor) -> $crate::Result<$crate::Tensor> {
+                    self.compare_op(CmpOp::$V, other)
+                }
+            )*
+        }
+    };
+}

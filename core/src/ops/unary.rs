@@ -1,0 +1,418 @@
+//! The unary op table (NOTE [Op table]).
+//!
+//! A row:
+//!
+//! ```text
+//! /// Doc of the variant and the `Tensor` method.
+//! Variant(param: type, ...) => BIT {        // params optional; BIT: its kernel-selection bit
+//!     float: (|x| rust, "cuda statements"), // T: Float; CUDA: x is the compute value (C)
+//!     int: (|x| rust, "cuda") | refused,    // T: Scalar over i64/i32/u8
+//!     cuda_args: (p0, p1, flags),           // optional: params as the CUDA kernel takes them
+//!     grad: [x y] |g, x, y| expr,           // which of input/output to save; x()/y() fetch them
+//!     backward: "NameBackward",
+//!     method: pub fn name(args) check expr; => UnaryOp::Variant(..),
+//!     example: "doc-test line(s) with x = [-1.0, 0.5, 2.0]",
+//!     check: [("args", Domain, ints?, smooth?, |x| call), ...],
+//! }
+//! ```
+//!
+//! CUDA statements run inside `unary_f<T>` (prelude.cu) with `xs` the
+//! stored value, `x` its compute value of type `C`, `p0`/`p1`/`flags` the
+//! `cuda_args`; they `return` a stored value (`T::st(c)` or `T::from_f64(d)`).
+
+use crate::dtype::Scalar;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+fn sigmoid32(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + libm::expf(-x))
+    } else {
+        let e = libm::expf(x);
+        e / (1.0 + e)
+    }
+}
+
+fn sigmoid64(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + libm::exp(-x))
+    } else {
+        let e = libm::exp(x);
+        e / (1.0 + e)
+    }
+}
+
+fn gelu32(x: f32) -> f32 {
+    0.5 * x * (1.0 + libm::erff(x * core::f32::consts::FRAC_1_SQRT_2))
+}
+
+fn gelu64(x: f64) -> f64 {
+    0.5 * x * (1.0 + libm::erf(x * core::f64::consts::FRAC_1_SQRT_2))
+}
+
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+fn gelu_tanh32(x: f32) -> f32 {
+    0.5 * x * (1.0 + libm::tanhf(SQRT_2_OVER_PI as f32 * (x + 0.044715 * x * x * x)))
+}
+
+fn gelu_tanh64(x: f64) -> f64 {
+    0.5 * x * (1.0 + libm::tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+}
+
+fn clamp<T: Scalar>(x: T, lo: Option<f64>, hi: Option<f64>) -> T {
+    if x.is_nan() {
+        return x;
+    }
+    let mut y = x;
+    if let Some(l) = lo {
+        let l = T::from_f64(l);
+        if y < l {
+            y = l;
+        }
+    }
+    if let Some(h) = hi {
+        let h = T::from_f64(h);
+        if y > h {
+            y = h;
+        }
+    }
+    y
+}
+
+fn sign<T: Scalar>(x: T) -> T {
+    if x > T::ZERO {
+        T::ONE
+    } else if x < T::ZERO {
+        T::ONE.neg()
+    } else {
+        x
+    }
+}
+
+fn step<T: Scalar>(x: T) -> T {
+    if x > T::ZERO { T::ONE } else { T::ZERO }
+}
+
+/// `min <= max` and neither NaN, for `clamp`-like ops.
+pub(crate) fn check_bounds(op: &'static str, min: Option<f64>, max: Option<f64>) -> Result<()> {
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if lo > hi {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "min must not exceed max",
+            });
+        }
+    }
+    if min.is_some_and(f64::is_nan) || max.is_some_and(f64::is_nan) {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "bounds must not be NaN",
+        });
+    }
+    Ok(())
+}
+
+unary_table! {
+    /// `-x`.
+    Neg => NEG {
+        float: (|x| x.neg(), "return T::st(-x);"),
+        int: (|x| x.neg(), "return T::st((C)((U)0 - (U)x));"),
+        grad: [] |g, x, y| g.neg(),
+        backward: "NegBackward",
+        method: pub fn neg() => UnaryOp::Neg,
+        example: "assert_eq!(x.neg()?.to_vec::<f32>()?, vec![1.0, -0.5, -2.0]);",
+        check: [("", Normal, true, true, Tensor::neg)],
+    }
+    /// `|x|`.
+    Abs => ABS {
+        float: (|x| x.abs(), "return T::st(x < (C)0 ? -x : x);"),
+        int: (|x| x.abs(), "return x < (C)0 ? T::st((C)((U)0 - (U)x)) : xs;"),
+        grad: [x] |g, x, y| g.mul(&x()?.sign()?),
+        backward: "AbsBackward",
+        method: pub fn abs() => UnaryOp::Abs,
+        example: "assert_eq!(x.abs()?.to_vec::<f32>()?, vec![1.0, 0.5, 2.0]);",
+        check: [("", Normal, true, false, Tensor::abs)],
+    }
+    /// `e^x`.
+    Exp => EXP {
+        float: (|x| x.map_f(libm::expf, libm::exp), "return T::st(m_exp(x));"),
+        int: refused,
+        grad: [y] |g, x, y| g.mul(&y()?),
+        backward: "ExpBackward",
+        method: pub fn exp() => UnaryOp::Exp,
+        example: "assert!((x.exp()?.to_vec::<f32>()?[2] - 7.389056).abs() < 1e-5);",
+        check: [("", Normal, false, true, Tensor::exp)],
+    }
+    /// Natural logarithm (NaN for negative inputs, as in PyTorch).
+    Log => LOG {
+        float: (|x| x.map_f(libm::logf, libm::log), "return T::st(m_log(x));"),
+        int: refused,
+        grad: [x] |g, x, y| g.div(&x()?),
+        backward: "LogBackward",
+        method: pub fn log() => UnaryOp::Log,
+        example: "assert!(x.log()?.to_vec::<f32>()?[0].is_nan());",
+        check: [("", Positive, false, true, Tensor::log)],
+    }
+    /// Square root.
+    Sqrt => SQRT {
+        float: (|x| x.map_f(libm::sqrtf, libm::sqrt), "return T::st(m_sqrt(x));"),
+        int: refused,
+        grad: [y] |g, x, y| g.div(&y()?.mul_scalar(2.0)?),
+        backward: "SqrtBackward",
+        method: pub fn sqrt() => UnaryOp::Sqrt,
+        example: "assert!((x.sqrt()?.to_vec::<f32>()?[2] - 1.4142135).abs() < 1e-6);",
+        check: [("", Positive, false, true, Tensor::sqrt)],
+    }
+    /// `x * x`.
+    Sqr => SQR {
+        float: (|x| x.mul(x), "return T::st(x * x);"),
+        int: (|x| x.mul(x), "return T::st((C)((U)x * (U)x));"),
+        grad: [x] |g, x, y| g.mul(&x()?.mul_scalar(2.0)?),
+        backward: "SqrBackward",
+        method: pub fn sqr() => UnaryOp::Sqr,
+        example: "assert_eq!(x.sqr()?.to_vec::<f32>()?, vec![1.0, 0.25, 4.0]);",
+        check: [("", Normal, true, true, Tensor::sqr)],
+    }
+    /// `1 / x`.
+    Recip => RECIP {
+        float: (|x| T::ONE.div(x), "return T::st((C)1 / x);"),
+        int: refused,
+        grad: [y] |g, x, y| g.mul(&y()?.sqr()?)?.neg(),
+        backward: "ReciprocalBackward",
+        method: pub fn recip() => UnaryOp::Recip,
+        example: "assert_eq!(x.recip()?.to_vec::<f32>()?, vec![-1.0, 2.0, 0.5]);",
+        check: [("", NonZero, false, true, Tensor::recip)],
+    }
+    /// Hyperbolic tangent.
+    Tanh => TANH {
+        float: (|x| x.map_f(libm::tanhf, libm::tanh), "return T::st(m_tanh(x));"),
+        int: refused,
+        grad: [y] |g, x, y| g.mul(&y()?.sqr()?.affine(-1.0, 1.0)?),
+        backward: "TanhBackward",
+        method: pub fn tanh() => UnaryOp::Tanh,
+        example: "assert!((x.tanh()?.to_vec::<f32>()?[1] - 0.46211717).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::tanh)],
+    }
+    /// Logistic sigmoid `1 / (1 + e^-x)`.
+    Sigmoid => SIGMOID {
+        float: (|x| x.map_f(sigmoid32, sigmoid64), "return T::st(sigmoid(x));"),
+        int: refused,
+        grad: [y] |g, x, y| {
+            let y = y()?;
+            g.mul(&y.mul(&y.affine(-1.0, 1.0)?)?)
+        },
+        backward: "SigmoidBackward",
+        method: pub fn sigmoid() => UnaryOp::Sigmoid,
+        example: "assert!((x.sigmoid()?.to_vec::<f32>()?[0] - 0.26894143).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::sigmoid)],
+    }
+    /// `max(x, 0)` (NaN propagates).
+    Relu => RELU {
+        float: (
+            |x| if x > T::ZERO || x.is_nan() { x } else { T::ZERO },
+            "return (x > (C)0 || x != x) ? xs : T::st((C)0);"
+        ),
+        int: (|x| if x > T::ZERO { x } else { T::ZERO }, "return x > (C)0 ? xs : T::st((C)0);"),
+        grad: [x] |g, x, y| g.mul(&x()?.step()?),
+        backward: "ReluBackward",
+        method: pub fn relu() => UnaryOp::Relu,
+        example: "assert_eq!(x.relu()?.to_vec::<f32>()?, vec![0.0, 0.5, 2.0]);",
+        check: [("", Normal, true, false, Tensor::relu)],
+    }
+    /// GELU, exact erf form `x/2 (1 + erf(x/sqrt 2))` (PyTorch's default
+    /// `approximate='none'`).
+    Gelu => GELU {
+        float: (
+            |x| x.map_f(gelu32, gelu64),
+            "return T::st((C)0.5 * x * ((C)1 + m_erf(x * (C)0.70710678118654752440)));"
+        ),
+        int: refused,
+        grad: [x] |g, x, y| {
+            // d/dx x·Φ(x) = Φ(x) + x·φ(x)
+            let x = x()?;
+            let cdf = x
+                .mul_scalar(core::f64::consts::FRAC_1_SQRT_2)?
+                .erf()?
+                .affine(0.5, 0.5)?;
+            let pdf = x
+                .sqr()?
+                .mul_scalar(-0.5)?
+                .exp()?
+                .mul_scalar(FRAC_1_SQRT_2PI)?;
+            g.mul(&cdf.add(&x.mul(&pdf)?)?)
+        },
+        backward: "GeluBackward",
+        method: pub fn gelu() => UnaryOp::Gelu,
+        example: "assert!((x.gelu()?.to_vec::<f32>()?[0] + 0.15865526).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::gelu)],
+    }
+    /// GELU, tanh approximation (`approximate='tanh'`).
+    GeluTanh => GELU_TANH {
+        float: (
+            |x| x.map_f(gelu_tanh32, gelu_tanh64),
+            "C inner = (C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x); return T::st((C)0.5 * x * ((C)1 + m_tanh(inner)));"
+        ),
+        int: refused,
+        grad: [x] |g, x, y| {
+            // u = c(x + a x^3), d = 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3a x^2)
+            let x = x()?;
+            let x2 = x.sqr()?;
+            let u = x
+                .mul(&x2.mul_scalar(0.044715)?.affine(1.0, 1.0)?)?
+                .mul_scalar(SQRT_2_OVER_PI)?;
+            let t = u.tanh()?;
+            let left = t.affine(0.5, 0.5)?;
+            let du = x2.affine(3.0 * 0.044715 * SQRT_2_OVER_PI, SQRT_2_OVER_PI)?;
+            let right = x
+                .mul(&t.sqr()?.affine(-1.0, 1.0)?)?
+                .mul(&du)?
+                .mul_scalar(0.5)?;
+            g.mul(&left.add(&right)?)
+        },
+        backward: "GeluTanhBackward",
+        method: pub fn gelu_tanh() => UnaryOp::GeluTanh,
+        example: "assert!((x.gelu_tanh()?.to_vec::<f32>()?[0] + 0.15880801).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::gelu_tanh)],
+    }
+    /// `x * sigmoid(x)` (SiLU, swish).
+    Silu => SILU {
+        float: (
+            |x| x.map_f(|v| v * sigmoid32(v), |v| v * sigmoid64(v)),
+            "return T::st(x * sigmoid(x));"
+        ),
+        int: refused,
+        grad: [x] |g, x, y| {
+            let x = x()?;
+            let s = x.sigmoid()?;
+            g.mul(&s.mul(&x.mul(&s.affine(-1.0, 1.0)?)?.affine(1.0, 1.0)?)?)
+        },
+        backward: "SiluBackward",
+        method: pub fn silu() => UnaryOp::Silu,
+        example: "assert!((x.silu()?.to_vec::<f32>()?[0] + 0.26894143).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::silu)],
+    }
+    /// Sine.
+    Sin => SIN {
+        float: (|x| x.map_f(libm::sinf, libm::sin), "return T::st(m_sin(x));"),
+        int: refused,
+        grad: [x] |g, x, y| g.mul(&x()?.cos()?),
+        backward: "SinBackward",
+        method: pub fn sin() => UnaryOp::Sin,
+        example: "assert!((x.sin()?.to_vec::<f32>()?[1] - 0.47942555).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::sin)],
+    }
+    /// Cosine.
+    Cos => COS {
+        float: (|x| x.map_f(libm::cosf, libm::cos), "return T::st(m_cos(x));"),
+        int: refused,
+        grad: [x] |g, x, y| g.mul(&x()?.sin()?)?.neg(),
+        backward: "CosBackward",
+        method: pub fn cos() => UnaryOp::Cos,
+        example: "assert!((x.cos()?.to_vec::<f32>()?[1] - 0.87758255).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::cos)],
+    }
+    /// `x ^ exponent` with a scalar exponent (float dtypes).
+    Powf(p: f64) => POWF {
+        float: (|x| T::from_f64(libm::pow(x.to_f64(), p)), "return T::from_f64(pow(T::f64(x), p0));"),
+        int: refused,
+        cuda_args: (p, 0.0, 0),
+        grad: [x] |g, x, y| g.mul(&x()?.powf(p - 1.0)?.mul_scalar(p)?),
+        backward: "PowBackward",
+        method: pub fn powf(exponent: f64) => UnaryOp::Powf(exponent),
+        example: "assert_eq!(x.powf(2.0)?.to_vec::<f32>()?, vec![1.0, 0.25, 4.0]);",
+        check: [
+            ("p=2.5", Positive, false, true, |x| x.powf(2.5)),
+            ("p=3", Normal, false, true, |x| x.powf(3.0)),
+        ],
+    }
+    /// Clamps into `[min, max]`; `None` leaves that side open (NaN stays
+    /// NaN). The gradient is 1 inside the bounds and at them, 0 outside,
+    /// as PyTorch's `clamp`.
+    Clamp(lo: Option<f64>, hi: Option<f64>) => CLAMP {
+        float: (
+            |x| clamp(x, lo, hi),
+            "if (x != x) return xs; C y = x; if (flags & 1) { C lo = T::ld(T::from_f64(p0)); if (y < lo) y = lo; } if (flags & 2) { C hi = T::ld(T::from_f64(p1)); if (y > hi) y = hi; } return T::st(y);"
+        ),
+        int: (
+            |x| clamp(x, lo, hi),
+            "C y = x; if (flags & 1) { C lo = T::ld(T::from_f64(p0)); if (y < lo) y = lo; } if (flags & 2) { C hi = T::ld(T::from_f64(p1)); if (y > hi) y = hi; } return T::st(y);"
+        ),
+        cuda_args: (
+            lo.unwrap_or(0.0),
+            hi.unwrap_or(0.0),
+            i32::from(lo.is_some()) | (i32::from(hi.is_some()) << 1)
+        ),
+        grad: [x] |g, x, y| {
+            let x = x()?;
+            let mask = x.clamp(lo, hi)?.eq(&x)?.to_dtype(g.dtype())?;
+            g.mul(&mask)
+        },
+        backward: "ClampBackward",
+        method: pub fn clamp(min: Option<f64>, max: Option<f64>)
+            check check_bounds("clamp", min, max); => UnaryOp::Clamp(min, max),
+        example: "assert_eq!(x.clamp(Some(-0.5), Some(1.0))?.to_vec::<f32>()?, vec![-0.5, 0.5, 1.0]);",
+        check: [
+            ("[-2, 3]", Normal, true, false, |x| x.clamp(Some(-2.0), Some(3.0))),
+            ("[-0.25, 0.5]", Normal, false, false, |x| x.clamp(Some(-0.25), Some(0.5))),
+            ("[.., 0.5]", Normal, false, false, |x| x.clamp(None, Some(0.5))),
+            ("[-0.25, ..]", Normal, false, false, |x| x.clamp(Some(-0.25), None)),
+        ],
+    }
+    /// `x * mul + add` (float dtypes; computed in f64).
+    Affine {
+        /// factor
+        mul: f64,
+        /// addend
+        add: f64
+    } => AFFINE {
+        float: (|x| T::from_f64(x.to_f64() * mul + add), "return T::from_f64(T::f64(x) * p0 + p1);"),
+        int: refused,
+        cuda_args: (mul, add, 0),
+        grad: [] |g, x, y| g.mul_scalar(mul),
+        backward: "AffineBackward",
+        method: pub fn affine(mul: f64, add: f64) => UnaryOp::Affine { mul, add },
+        example: "assert_eq!(x.affine(2.0, 1.0)?.to_vec::<f32>()?, vec![-1.0, 2.0, 5.0]);",
+        check: [("1.5x-0.25", Normal, false, true, |x| x.affine(1.5, -0.25))],
+    }
+    /// `1` where `x > 0`, else `0` (relu's derivative; the Heaviside step
+    /// with value 0 at 0).
+    Step => STEP {
+        float: (|x| step(x), "return T::st(x > (C)0 ? (C)1 : (C)0);"),
+        int: (|x| step(x), "return T::st(x > (C)0 ? (C)1 : (C)0);"),
+        grad: [] |g, x, y| g.mul_scalar(0.0),
+        backward: "StepBackward",
+        method: pub fn step() => UnaryOp::Step,
+        example: "assert_eq!(x.step()?.to_vec::<f32>()?, vec![0.0, 1.0, 1.0]);",
+        check: [("", Normal, true, false, Tensor::step)],
+    }
+    /// Sign: -1, 0 or 1 (±0 and NaN are returned as they are).
+    Sign => SIGN {
+        float: (|x| sign(x), "return T::st(x > (C)0 ? (C)1 : (x < (C)0 ? (C)(-1) : x));"),
+        int: (|x| sign(x), "return T::st(x > (C)0 ? (C)1 : (x < (C)0 ? (C)(-1) : x));"),
+        grad: [] |g, x, y| g.mul_scalar(0.0),
+        backward: "SignBackward",
+        method: pub fn sign() => UnaryOp::Sign,
+        example: "assert_eq!(x.sign()?.to_vec::<f32>()?, vec![-1.0, 1.0, 1.0]);",
+        check: [("", Normal, true, false, Tensor::sign)],
+    }
+    /// The error function.
+    Erf => ERF {
+        float: (|x| x.map_f(libm::erff, libm::erf), "return T::st(m_erf(x));"),
+        int: refused,
+        grad: [x] |g, x, y| {
+            let x = x()?;
+            g.mul(
+                &x.sqr()?
+                    .neg()?
+                    .exp()?
+                    .mul_scalar(core::f64::consts::FRAC_2_SQRT_PI)?,
+            )
+        },
+        backward: "ErfBackward",
+        method: pub fn erf() => UnaryOp::Erf,
+        example: "assert!((x.erf()?.to_vec::<f32>()?[1] - 0.5204999).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::erf)],
+    }
+}
