@@ -45,6 +45,16 @@ pub const UNARY_BASE: u32 = 16;
 /// The first kernel-selection bit of the binary ops; room for 32.
 pub const BINARY_BASE: u32 = 80;
 
+// Compile-time budget: the bits of each table fit in its range.
+const _: () = assert!(
+    UnaryOp::COUNT <= (BINARY_BASE - UNARY_BASE) as usize,
+    "too many unary ops for their kernel-selection bits: move BINARY_BASE up"
+);
+const _: () = assert!(
+    BinaryOp::COUNT <= (128 - BINARY_BASE) as usize,
+    "too many binary ops for their kernel-selection bits"
+);
+
 pub use binary::BinaryOp;
 pub use compare::CmpOp;
 pub use unary::UnaryOp;
