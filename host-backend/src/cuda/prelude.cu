@@ -204,6 +204,17 @@ F1(m_tanh, tanhf, tanh)
 F1(m_sin, sinf, sin)
 F1(m_cos, cosf, cos)
 F1(m_erf, erff, erf)
+F1(m_log1p, log1pf, log1p)
+F1(m_expm1, expm1f, expm1)
+F1(m_floor, floorf, floor)
+F1(m_ceil, ceilf, ceil)
+F1(m_trunc, truncf, trunc)
+F1(m_rint, rintf, rint)
+#define F2(name, ff, df) \
+    __device__ __forceinline__ float name(float a, float b) { return ff(a, b); } \
+    __device__ __forceinline__ double name(double a, double b) { return df(a, b); }
+F2(m_atan2, atan2f, atan2)
+F2(m_fmod, fmodf, fmod)
 
 template <class C> __device__ __forceinline__ C sigmoid(C x) {
     if (x >= (C)0) return (C)1 / ((C)1 + m_exp(-x));

@@ -1,0 +1,108 @@
+//! The op table (NOTE [Op table] in kael_core::ops) as a specification:
+//! every smooth row's gradient against central differences, and each op's
+//! values against independent references (f64 libm, hand-derived cases,
+//! PyTorch's documented edge semantics), on every device.
+#![allow(clippy::type_complexity)]
+mod common;
+use kael_core::ops::{BinaryOp, Domain, UnaryOp};
+use kael_core::testing::{GradcheckOptions, describe, gradcheck};
+use kael_core::{DType, Device, Error, Result, Tensor};
+
+/// Deterministic values of `domain` (f64).
+fn values(domain: Domain, n: usize, seed: u64) -> Vec<f64> {
+    let mut r = kael_core::Rng::new(seed);
+    (0..n)
+        .map(|_| {
+            let u = r.uniform();
+            match domain {
+                Domain::Positive => 0.25 + 2.0 * u,
+                Domain::NonZero => {
+                    let s = if r.below(2) == 0 { -1.0 } else { 1.0 };
+                    s * (0.25 + 2.0 * u)
+                }
+                Domain::Unit => -0.9 + 1.8 * u,
+                Domain::Near1 => 0.6 + 0.8 * u,
+                _ => u * 3.0 - 1.5,
+            }
+        })
+        .collect()
+}
+
+fn t(data: &[f64], shape: &[usize], dev: &Device) -> Tensor {
+    Tensor::from_slice(data, shape, dev).unwrap()
+}
+
+test_device!(every_smooth_unary_row_matches_finite_differences, |dev: &Device| {
+    let mut checked = 0;
+    for case in UnaryOp::CASES.iter().filter(|c| c.smooth) {
+        let x = t(&values(case.domain, 12, 3), &[3, 4], dev);
+        let f = case.f;
+        for (how, r) in [
+            ("contiguous", gradcheck(|v| f(&v[0]), &[x.clone()], GradcheckOptions::default())?),
+            ("transposed", gradcheck(|v| f(&v[0].t()?), &[x.clone()], GradcheckOptions::default())?),
+        ] {
+            assert!(r.is_ok(), "{} {} ({how}): {}", case.op, case.args, describe(&r));
+        }
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} smooth unary cases");
+    Ok(())
+});
+
+test_device!(every_smooth_binary_row_matches_finite_differences, |dev: &Device| {
+    let mut checked = 0;
+    for case in BinaryOp::CASES.iter().filter(|c| c.smooth && c.floats) {
+        let a = t(&values(case.domains.0, 12, 5), &[3, 4], dev);
+        let b = t(&values(case.domains.1, 4, 6), &[4], dev);
+        let f = case.f;
+        let r = gradcheck(|v| f(&v[0], &v[1]), &[a, b], GradcheckOptions::default())?;
+        assert!(r.is_ok(), "{} (broadcast rhs): {}", case.op, describe(&r));
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} smooth binary cases");
+    Ok(())
+});
+
+/// `op` on f32 and f64 inputs against `want` computed in f64, within
+/// `ulps` f32 ulps (f32) and 1e-12 relative (f64).
+fn close_to(
+    dev: &Device,
+    xs: &[f64],
+    op: impl Fn(&Tensor) -> Result<Tensor>,
+    want: impl Fn(f64) -> f64,
+    ulps: f32,
+) -> Result<()> {
+    let x64 = t(xs, &[xs.len()], dev);
+    let got64 = op(&x64)?.to_vec::<f64>()?;
+    let x32 = x64.to_dtype(DType::F32)?;
+    let got32 = op(&x32)?.to_vec::<f32>()?;
+    for (i, &x) in xs.iter().enumerate() {
+        let w = want(x);
+        let (g64, g32) = (got64[i], got32[i]);
+        if w.is_nan() {
+            assert!(g64.is_nan() && g32.is_nan(), "x={x}: want NaN, got {g64} / {g32}");
+            continue;
+        }
+        assert!(
+            g64 == w || (g64 - w).abs() <= 1e-12 * w.abs().max(1e-300),
+            "f64 x={x}: want {w}, got {g64}"
+        );
+        let w32 = w as f32;
+        let ulp = (w32.abs() * f32::EPSILON).max(f32::MIN_POSITIVE);
+        assert!(
+            g32 == w32 || (g32 - w32).abs() <= ulps * ulp,
+            "f32 x={x}: want {w32}, got {g32}"
+        );
+    }
+    Ok(())
+}
+
+/// Ints refused by float-only ops, with an error naming the op.
+fn refuses_ints(dev: &Device, op: impl Fn(&Tensor) -> Result<Tensor>, name: &str) -> Result<()> {
+    let x = Tensor::from_slice(&[1i64, 2], &[2], dev)?;
+    match op(&x) {
+        Err(Error::UnsupportedDType { op, .. }) => assert_eq!(op, name),
+        other => panic!("{name} on i64: {other:?}"),
+    }
+    Ok(())
+}
