@@ -32,36 +32,54 @@ fn t(data: &[f64], shape: &[usize], dev: &Device) -> Tensor {
     Tensor::from_slice(data, shape, dev).unwrap()
 }
 
-test_device!(every_smooth_unary_row_matches_finite_differences, |dev: &Device| {
-    let mut checked = 0;
-    for case in UnaryOp::CASES.iter().filter(|c| c.smooth) {
-        let x = t(&values(case.domain, 12, 3), &[3, 4], dev);
-        let f = case.f;
-        for (how, r) in [
-            ("contiguous", gradcheck(|v| f(&v[0]), &[x.clone()], GradcheckOptions::default())?),
-            ("transposed", gradcheck(|v| f(&v[0].t()?), &[x.clone()], GradcheckOptions::default())?),
-        ] {
-            assert!(r.is_ok(), "{} {} ({how}): {}", case.op, case.args, describe(&r));
+test_device!(
+    every_smooth_unary_row_matches_finite_differences,
+    |dev: &Device| {
+        let mut checked = 0;
+        for case in UnaryOp::CASES.iter().filter(|c| c.smooth) {
+            let x = t(&values(case.domain, 12, 3), &[3, 4], dev);
+            let f = case.f;
+            for (how, r) in [
+                (
+                    "contiguous",
+                    gradcheck(|v| f(&v[0]), &[x.clone()], GradcheckOptions::default())?,
+                ),
+                (
+                    "transposed",
+                    gradcheck(|v| f(&v[0].t()?), &[x.clone()], GradcheckOptions::default())?,
+                ),
+            ] {
+                assert!(
+                    r.is_ok(),
+                    "{} {} ({how}): {}",
+                    case.op,
+                    case.args,
+                    describe(&r)
+                );
+            }
+            checked += 1;
         }
-        checked += 1;
+        assert!(checked >= 20, "only {checked} smooth unary cases");
+        Ok(())
     }
-    assert!(checked >= 20, "only {checked} smooth unary cases");
-    Ok(())
-});
+);
 
-test_device!(every_smooth_binary_row_matches_finite_differences, |dev: &Device| {
-    let mut checked = 0;
-    for case in BinaryOp::CASES.iter().filter(|c| c.smooth && c.floats) {
-        let a = t(&values(case.domains.0, 12, 5), &[3, 4], dev);
-        let b = t(&values(case.domains.1, 4, 6), &[4], dev);
-        let f = case.f;
-        let r = gradcheck(|v| f(&v[0], &v[1]), &[a, b], GradcheckOptions::default())?;
-        assert!(r.is_ok(), "{} (broadcast rhs): {}", case.op, describe(&r));
-        checked += 1;
+test_device!(
+    every_smooth_binary_row_matches_finite_differences,
+    |dev: &Device| {
+        let mut checked = 0;
+        for case in BinaryOp::CASES.iter().filter(|c| c.smooth && c.floats) {
+            let a = t(&values(case.domains.0, 12, 5), &[3, 4], dev);
+            let b = t(&values(case.domains.1, 4, 6), &[4], dev);
+            let f = case.f;
+            let r = gradcheck(|v| f(&v[0], &v[1]), &[a, b], GradcheckOptions::default())?;
+            assert!(r.is_ok(), "{} (broadcast rhs): {}", case.op, describe(&r));
+            checked += 1;
+        }
+        assert!(checked >= 5, "only {checked} smooth binary cases");
+        Ok(())
     }
-    assert!(checked >= 5, "only {checked} smooth binary cases");
-    Ok(())
-});
+);
 
 /// `op` on f32 and f64 inputs against `want` computed in f64, within
 /// `ulps` f32 ulps (f32) and 1e-12 relative (f64).
@@ -80,7 +98,10 @@ fn close_to(
         let w = want(x);
         let (g64, g32) = (got64[i], got32[i]);
         if w.is_nan() {
-            assert!(g64.is_nan() && g32.is_nan(), "x={x}: want NaN, got {g64} / {g32}");
+            assert!(
+                g64.is_nan() && g32.is_nan(),
+                "x={x}: want NaN, got {g64} / {g32}"
+            );
             continue;
         }
         assert!(
@@ -106,3 +127,51 @@ fn refuses_ints(dev: &Device, op: impl Fn(&Tensor) -> Result<Tensor>, name: &str
     }
     Ok(())
 }
+
+// ------------------------------------------------------------ log1p, expm1, rsqrt, reciprocal
+
+const EDGES: [f64; 9] = [-2.5, -1.0, -1e-9, 0.0, 1e-9, 0.5, 1.0, 3.0, 20.0];
+
+test_device!(log1p_matches_f64_libm_with_its_edges, |dev: &Device| {
+    // -1 -> -inf, below -1 -> NaN, tiny x -> x (no cancellation)
+    close_to(dev, &EDGES, Tensor::log1p, libm::log1p, 1.0)?;
+    let y = t(&[-1.0, -2.0, f64::INFINITY], &[3], dev)
+        .log1p()?
+        .to_vec::<f64>()?;
+    assert_eq!(y[0], f64::NEG_INFINITY);
+    assert!(y[1].is_nan());
+    assert_eq!(y[2], f64::INFINITY);
+    refuses_ints(dev, Tensor::log1p, "log1p")
+});
+
+test_device!(expm1_matches_f64_libm_with_its_edges, |dev: &Device| {
+    close_to(dev, &EDGES, Tensor::expm1, libm::expm1, 1.0)?;
+    let y = t(&[f64::NEG_INFINITY, 1e-20], &[2], dev)
+        .expm1()?
+        .to_vec::<f64>()?;
+    assert_eq!(y, vec![-1.0, 1e-20]);
+    refuses_ints(dev, Tensor::expm1, "expm1")
+});
+
+test_device!(rsqrt_is_one_over_sqrt_with_inf_at_zero, |dev: &Device| {
+    close_to(
+        dev,
+        &[0.25, 1.0, 2.0, 9.0, 1e-6],
+        Tensor::rsqrt,
+        |x| 1.0 / x.sqrt(),
+        1.0,
+    )?;
+    let y = t(&[0.0, -0.0, -1.0], &[3], dev).rsqrt()?.to_vec::<f64>()?;
+    assert_eq!((y[0], y[1]), (f64::INFINITY, f64::NEG_INFINITY));
+    assert!(y[2].is_nan());
+    refuses_ints(dev, Tensor::rsqrt, "rsqrt")
+});
+
+test_device!(reciprocal_is_recip, |dev: &Device| {
+    let x = t(&[4.0, -0.5, 0.0], &[3], dev);
+    assert_eq!(
+        x.reciprocal()?.to_vec::<f64>()?,
+        vec![0.25, -2.0, f64::INFINITY]
+    );
+    Ok(())
+});

@@ -415,4 +415,54 @@ unary_table! {
         example: "assert!((x.erf()?.to_vec::<f32>()?[1] - 0.5204999).abs() < 1e-6);",
         check: [("", Normal, false, true, Tensor::erf)],
     }
+    /// `ln(1 + x)`, accurate for small `x`.
+    Log1p => LOG1P {
+        float: (|x| x.map_f(libm::log1pf, libm::log1p), "return T::st(m_log1p(x));"),
+        int: refused,
+        grad: [x] |g, x, y| g.div(&x()?.add_scalar(1.0)?),
+        backward: "Log1pBackward",
+        method: pub fn log1p() => UnaryOp::Log1p,
+        example: "assert!((x.log1p()?.to_vec::<f32>()?[1] - 0.4054651).abs() < 1e-6);",
+        check: [("", Unit, false, true, Tensor::log1p)],
+    }
+    /// `e^x - 1`, accurate for small `x`.
+    Expm1 => EXPM1 {
+        float: (|x| x.map_f(libm::expm1f, libm::expm1), "return T::st(m_expm1(x));"),
+        int: refused,
+        grad: [y] |g, x, y| g.mul(&y()?.add_scalar(1.0)?),
+        backward: "Expm1Backward",
+        method: pub fn expm1() => UnaryOp::Expm1,
+        example: "assert!((x.expm1()?.to_vec::<f32>()?[0] + 0.63212055).abs() < 1e-6);",
+        check: [("", Normal, false, true, Tensor::expm1)],
+    }
+    /// `1 / sqrt(x)` (`inf` at 0, NaN below, as in PyTorch).
+    Rsqrt => RSQRT {
+        float: (
+            |x| x.map_f(|v| 1.0 / libm::sqrtf(v), |v| 1.0 / libm::sqrt(v)),
+            "return T::st((C)1 / m_sqrt(x));"
+        ),
+        int: refused,
+        grad: [y] |g, x, y| g.mul(&y()?.powf(3.0)?.mul_scalar(-0.5)?),
+        backward: "RsqrtBackward",
+        method: pub fn rsqrt() => UnaryOp::Rsqrt,
+        example: "assert_eq!(x.rsqrt()?.to_vec::<f32>()?[2], 1.0 / 2.0f32.sqrt());",
+        check: [("", Positive, false, true, Tensor::rsqrt)],
+    }
+}
+
+impl Tensor {
+    /// `1 / x`: PyTorch's name for [`Tensor::recip`].
+    ///
+    /// # Errors
+    /// As [`Tensor::recip`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[4.0f32, -0.5], &[2], &Device::cpu())?;
+    /// assert_eq!(x.reciprocal()?.to_vec::<f32>()?, vec![0.25, -2.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn reciprocal(&self) -> Result<Tensor> {
+        self.recip()
+    }
 }
