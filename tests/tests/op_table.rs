@@ -175,3 +175,58 @@ test_device!(reciprocal_is_recip, |dev: &Device| {
     );
     Ok(())
 });
+
+// ------------------------------------------------------------ floor, ceil, round, trunc
+
+const HALVES: [f64; 12] = [
+    -2.5, -1.5, -0.5, -0.49, -0.0, 0.0, 0.5, 1.5, 2.5, 2.7, -2.7, 1e300,
+];
+
+test_device!(floor_ceil_and_trunc_match_f64_libm, |dev: &Device| {
+    close_to(dev, &HALVES[..11], Tensor::floor, libm::floor, 0.0)?;
+    close_to(dev, &HALVES[..11], Tensor::ceil, libm::ceil, 0.0)?;
+    close_to(dev, &HALVES[..11], Tensor::trunc, libm::trunc, 0.0)?;
+    let big = t(&HALVES, &[12], dev).floor()?.to_vec::<f64>()?;
+    assert_eq!(big[11], 1e300);
+    Ok(())
+});
+
+test_device!(round_breaks_ties_to_even_as_pytorch, |dev: &Device| {
+    // torch.round(torch.tensor([-2.5, -1.5, -0.5, -0.49, -0., 0., 0.5, 1.5, 2.5, 2.7, -2.7]))
+    let want = [-2.0, -2.0, -0.0, -0.0, -0.0, 0.0, 0.0, 2.0, 2.0, 3.0, -3.0];
+    for dt in [DType::F64, DType::F32] {
+        let got = t(&HALVES[..11], &[11], dev)
+            .to_dtype(dt)?
+            .round()?
+            .to_dtype(DType::F64)?;
+        let got = got.to_vec::<f64>()?;
+        assert_eq!(got, want, "{dt:?}");
+        // the sign of zero too
+        let signs: Vec<bool> = got.iter().map(|v| v.is_sign_negative()).collect();
+        let want_signs: Vec<bool> = want.iter().map(|v: &f64| v.is_sign_negative()).collect();
+        assert_eq!(signs, want_signs, "{dt:?}");
+    }
+    Ok(())
+});
+
+test_device!(rounding_keeps_integers_and_nan, |dev: &Device| {
+    let i = Tensor::from_slice(&[-3i64, 0, 7], &[3], dev)?;
+    for f in [Tensor::floor, Tensor::ceil, Tensor::round, Tensor::trunc] {
+        assert_eq!(f(&i)?.to_vec::<i64>()?, vec![-3, 0, 7]);
+        let y = f(&t(&[f64::NAN, f64::INFINITY], &[2], dev))?.to_vec::<f64>()?;
+        assert!(y[0].is_nan() && y[1] == f64::INFINITY);
+    }
+    Ok(())
+});
+
+test_device!(rounding_gradients_are_zero, |dev: &Device| {
+    for f in [Tensor::floor, Tensor::ceil, Tensor::round, Tensor::trunc] {
+        let x = t(&[0.3, 1.7, -2.5], &[3], dev).requires_grad_(true)?;
+        f(&x)?.mul_scalar(5.0)?.sum_all()?.backward()?;
+        assert_eq!(
+            x.grad().map(|g| g.to_vec::<f64>().unwrap()),
+            Some(vec![0.0; 3])
+        );
+    }
+    Ok(())
+});

@@ -448,6 +448,49 @@ unary_table! {
         example: "assert_eq!(x.rsqrt()?.to_vec::<f32>()?[2], 1.0 / 2.0f32.sqrt());",
         check: [("", Positive, false, true, Tensor::rsqrt)],
     }
+    /// Rounds down (integers are returned as they are). The gradient is 0.
+    Floor => FLOOR {
+        float: (|x| x.map_f(libm::floorf, libm::floor), "return T::st(m_floor(x));"),
+        int: (|x| x, "return xs;"),
+        grad: [] |g, x, y| Tensor::zeros(g.shape(), g.dtype(), &g.device()),
+        backward: "FloorBackward",
+        method: pub fn floor() => UnaryOp::Floor,
+        example: "assert_eq!(x.floor()?.to_vec::<f32>()?, vec![-1.0, 0.0, 2.0]);",
+        check: [("", Halves, true, false, Tensor::floor)],
+    }
+    /// Rounds up (integers are returned as they are). The gradient is 0.
+    Ceil => CEIL {
+        float: (|x| x.map_f(libm::ceilf, libm::ceil), "return T::st(m_ceil(x));"),
+        int: (|x| x, "return xs;"),
+        grad: [] |g, x, y| Tensor::zeros(g.shape(), g.dtype(), &g.device()),
+        backward: "CeilBackward",
+        method: pub fn ceil() => UnaryOp::Ceil,
+        example: "assert_eq!(x.ceil()?.to_vec::<f32>()?, vec![-1.0, 1.0, 2.0]);",
+        check: [("", Halves, true, false, Tensor::ceil)],
+    }
+    /// Rounds to the nearest integer, ties to even (`round(0.5) == 0`,
+    /// `round(1.5) == 2`, as PyTorch and IEEE 754 `roundTiesToEven`). The
+    /// gradient is 0.
+    Round => ROUND {
+        float: (|x| x.map_f(libm::rintf, libm::rint), "return T::st(m_rint(x));"),
+        int: (|x| x, "return xs;"),
+        grad: [] |g, x, y| Tensor::zeros(g.shape(), g.dtype(), &g.device()),
+        backward: "RoundBackward",
+        method: pub fn round() => UnaryOp::Round,
+        example: "assert_eq!(x.round()?.to_vec::<f32>()?, vec![-1.0, 0.0, 2.0]);",
+        check: [("", Halves, true, false, Tensor::round)],
+    }
+    /// Rounds toward zero (integers are returned as they are). The gradient
+    /// is 0.
+    Trunc => TRUNC {
+        float: (|x| x.map_f(libm::truncf, libm::trunc), "return T::st(m_trunc(x));"),
+        int: (|x| x, "return xs;"),
+        grad: [] |g, x, y| Tensor::zeros(g.shape(), g.dtype(), &g.device()),
+        backward: "TruncBackward",
+        method: pub fn trunc() => UnaryOp::Trunc,
+        example: "assert_eq!(x.trunc()?.to_vec::<f32>()?, vec![-1.0, 0.0, 2.0]);",
+        check: [("", Halves, true, false, Tensor::trunc)],
+    }
 }
 
 impl Tensor {
