@@ -230,3 +230,50 @@ test_device!(rounding_gradients_are_zero, |dev: &Device| {
     }
     Ok(())
 });
+
+// ------------------------------------------------------------ logical_and, logical_or, logical_xor
+
+test_device!(
+    logical_ops_treat_non_zero_and_nan_as_true,
+    |dev: &Device| {
+        // torch.logical_and(a, b) etc. with a = [0, 1, -2, nan, 0], b = [0, 0, 3, 1, nan]
+        let a = t(&[0.0, 1.0, -2.0, f64::NAN, 0.0], &[5], dev);
+        let b = t(&[0.0, 0.0, 3.0, 1.0, f64::NAN], &[5], dev);
+        assert_eq!(
+            a.logical_and(&b)?.to_vec::<bool>()?,
+            vec![false, false, true, true, false]
+        );
+        assert_eq!(
+            a.logical_or(&b)?.to_vec::<bool>()?,
+            vec![false, true, true, true, true]
+        );
+        assert_eq!(
+            a.logical_xor(&b)?.to_vec::<bool>()?,
+            vec![false, true, false, false, true]
+        );
+        Ok(())
+    }
+);
+
+test_device!(
+    logical_ops_work_on_ints_and_bools_and_broadcast,
+    |dev: &Device| {
+        let a = Tensor::from_slice(&[0i32, 5, -1], &[3, 1], dev)?;
+        let b = Tensor::from_slice(&[0i32, 2], &[2], dev)?;
+        assert_eq!(
+            a.logical_and(&b)?.to_vec::<bool>()?,
+            vec![false, false, false, true, false, true]
+        );
+        let p = Tensor::from_slice(&[true, false], &[2], dev)?;
+        let yes = Tensor::full(&[], 1.0, DType::Bool, dev)?;
+        assert_eq!(p.logical_xor(&yes)?.to_vec::<bool>()?, vec![false, true]);
+        Ok(())
+    }
+);
+
+test_device!(logical_ops_refuse_mixed_dtypes, |dev: &Device| {
+    let a = t(&[1.0], &[1], dev);
+    let b = Tensor::from_slice(&[1i64], &[1], dev)?;
+    assert!(matches!(a.logical_or(&b), Err(Error::DTypeMismatch { .. })));
+    Ok(())
+});

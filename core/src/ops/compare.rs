@@ -41,4 +41,23 @@ compare_table! {
         method: fn ge,
         example: "assert_eq!(a.ge(&b)?.to_vec::<bool>()?, vec![false, true, true]);",
     }
+    /// Elementwise logical and: true where both are non-zero (NaN counts
+    /// as non-zero, as in PyTorch).
+    LogicalAnd {
+        f: (|a, b| a != T::ZERO && b != T::ZERO, "(a != (C)0) && (b != (C)0)"),
+        method: fn logical_and,
+        example: "assert_eq!(a.sub(&b)?.logical_and(&a)?.to_vec::<bool>()?, vec![true, false, true]);",
+    }
+    /// Elementwise logical or: true where either is non-zero.
+    LogicalOr {
+        f: (|a, b| a != T::ZERO || b != T::ZERO, "(a != (C)0) || (b != (C)0)"),
+        method: fn logical_or,
+        example: "assert_eq!(a.sub(&b)?.logical_or(&a.sub(&a)?)?.to_vec::<bool>()?, vec![true, false, true]);",
+    }
+    /// Elementwise logical exclusive or: true where exactly one is non-zero.
+    LogicalXor {
+        f: (|a, b| (a != T::ZERO) != (b != T::ZERO), "(a != (C)0) != (b != (C)0)"),
+        method: fn logical_xor,
+        example: "assert_eq!(a.sub(&b)?.logical_xor(&a)?.to_vec::<bool>()?, vec![false, true, false]);",
+    }
 }
