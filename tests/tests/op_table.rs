@@ -277,3 +277,149 @@ test_device!(logical_ops_refuse_mixed_dtypes, |dev: &Device| {
     assert!(matches!(a.logical_or(&b), Err(Error::DTypeMismatch { .. })));
     Ok(())
 });
+
+// ------------------------------------------------------------ softplus, hardtanh, relu6, leaky_relu, elu
+
+/// d/dx of `f` at each of `xs`, by autograd, in f64.
+fn grad_at(dev: &Device, xs: &[f64], f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Vec<f64>> {
+    let x = t(xs, &[xs.len()], dev).requires_grad_(true)?;
+    f(&x)?.sum_all()?.backward()?;
+    Ok(x.grad()
+        .map(|g| g.to_vec::<f64>())
+        .transpose()?
+        .unwrap_or_default())
+}
+
+test_device!(
+    softplus_is_log1p_exp_and_linear_past_the_threshold,
+    |dev: &Device| {
+        let sp = |beta: f64, th: f64| {
+            move |x: f64| {
+                if x * beta > th {
+                    x
+                } else {
+                    (x * beta).exp().ln_1p() / beta
+                }
+            }
+        };
+        close_to(
+            dev,
+            &[-30.0, -2.0, 0.0, 0.5, 3.0, 19.0, 25.0],
+            |x| x.softplus(1.0, 20.0),
+            sp(1.0, 20.0),
+            2.0,
+        )?;
+        close_to(
+            dev,
+            &[-1.0, 0.4, 0.6, 2.0],
+            |x| x.softplus(2.0, 1.0),
+            sp(2.0, 1.0),
+            2.0,
+        )?;
+        // the gradient: sigmoid(beta x) below the threshold, 1 above
+        let g = grad_at(dev, &[0.4, 0.6], |x| x.softplus(2.0, 1.0))?;
+        assert!(
+            (g[0] - 1.0 / (1.0 + (-0.8f64).exp())).abs() < 1e-12 && g[1] == 1.0,
+            "{g:?}"
+        );
+        for (beta, th) in [(0.0, 20.0), (f64::NAN, 20.0), (1.0, f64::NAN)] {
+            let e = t(&[1.0], &[1], dev).softplus(beta, th).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidArgument { op: "softplus", .. }),
+                "{e}"
+            );
+        }
+        Ok(())
+    }
+);
+
+test_device!(
+    hardtanh_clamps_with_zero_gradient_at_the_bounds,
+    |dev: &Device| {
+        let xs = [-2.0, -1.0, 0.0, 1.0, 2.0];
+        close_to(
+            dev,
+            &xs,
+            |x| x.hardtanh(-1.0, 1.0),
+            |x| x.clamp(-1.0, 1.0),
+            0.0,
+        )?;
+        // PyTorch: hardtanh_backward is 1 strictly inside; clamp's is 1 at the bounds too
+        assert_eq!(
+            grad_at(dev, &xs, |x| x.hardtanh(-1.0, 1.0))?,
+            vec![0.0, 0.0, 1.0, 0.0, 0.0]
+        );
+        assert_eq!(
+            grad_at(dev, &xs, |x| x.clamp(Some(-1.0), Some(1.0)))?,
+            vec![0.0, 1.0, 1.0, 1.0, 0.0]
+        );
+        let e = t(&[1.0], &[1], dev).hardtanh(1.0, -1.0).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument { op: "hardtanh", .. }),
+            "{e}"
+        );
+        assert!(
+            t(&[f64::NAN], &[1], dev)
+                .hardtanh(-1.0, 1.0)?
+                .to_vec::<f64>()?[0]
+                .is_nan()
+        );
+        Ok(())
+    }
+);
+
+test_device!(relu6_is_hardtanh_zero_six, |dev: &Device| {
+    let x = t(&[-1.0, 0.0, 3.0, 6.0, 7.5], &[5], dev);
+    assert_eq!(x.relu6()?.to_vec::<f64>()?, vec![0.0, 0.0, 3.0, 6.0, 6.0]);
+    assert_eq!(
+        grad_at(dev, &[-1.0, 0.0, 3.0, 6.0, 7.5], Tensor::relu6)?,
+        vec![0.0, 0.0, 1.0, 0.0, 0.0]
+    );
+    Ok(())
+});
+
+test_device!(
+    leaky_relu_scales_the_negative_side_and_its_gradient_at_zero,
+    |dev: &Device| {
+        let xs = [-2.0, -0.0, 0.0, 0.5, 3.0];
+        close_to(
+            dev,
+            &xs,
+            |x| x.leaky_relu(0.01),
+            |x| if x > 0.0 { x } else { 0.01 * x },
+            0.0,
+        )?;
+        // PyTorch: the gradient at 0 is the slope
+        assert_eq!(
+            grad_at(dev, &xs, |x| x.leaky_relu(0.2))?,
+            vec![0.2, 0.2, 0.2, 1.0, 1.0]
+        );
+        let e = t(&[1.0], &[1], dev).leaky_relu(f64::INFINITY).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    op: "leaky_relu",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        Ok(())
+    }
+);
+
+test_device!(elu_is_alpha_expm1_on_the_negative_side, |dev: &Device| {
+    let xs = [-5.0, -1.0, -1e-8, 0.0, 2.0];
+    close_to(
+        dev,
+        &xs,
+        |x| x.elu(1.5),
+        |x| if x > 0.0 { x } else { 1.5 * x.exp_m1() },
+        2.0,
+    )?;
+    let g = grad_at(dev, &[-1.0, 0.0, 2.0], |x| x.elu(1.5))?;
+    assert!((g[0] - 1.5 * (-1.0f64).exp()).abs() < 1e-12);
+    assert_eq!(&g[1..], &[1.5, 1.0]);
+    refuses_ints(dev, |x| x.elu(1.0), "elu")
+});

@@ -491,9 +491,134 @@ unary_table! {
         example: "assert_eq!(x.trunc()?.to_vec::<f32>()?, vec![-1.0, 0.0, 2.0]);",
         check: [("", Halves, true, false, Tensor::trunc)],
     }
+    /// Softplus `ln(1 + e^(beta x)) / beta`, linear (`x`) where
+    /// `beta x > threshold`, as PyTorch's `softplus(x, beta, threshold)`
+    /// (defaults 1 and 20). Computed in f64.
+    Softplus(beta: f64, threshold: f64) => SOFTPLUS {
+        float: (
+            |x| {
+                let z = x.to_f64() * beta;
+                if z > threshold { x } else { T::from_f64(libm::log1p(libm::exp(z)) / beta) }
+            },
+            "double z = T::f64(x) * p0; if (z > p1) return xs; return T::from_f64(log1p(exp(z)) / p0);"
+        ),
+        int: refused,
+        cuda_args: (beta, threshold, 0),
+        grad: [x] |g, x, y| {
+            let z = x()?.mul_scalar(beta)?;
+            let linear = z.gt(&z.scalar_like(threshold)?)?;
+            g.mul(&linear.where_cond(&z.scalar_like(1.0)?, &z.sigmoid()?)?)
+        },
+        backward: "SoftplusBackward",
+        method: pub fn softplus(beta: f64, threshold: f64)
+            check check_softplus(beta, threshold); => UnaryOp::Softplus(beta, threshold),
+        example: "assert!((x.softplus(1.0, 20.0)?.to_vec::<f32>()?[1] - 0.974077).abs() < 1e-6);",
+        check: [
+            ("beta=1", Normal, false, true, |x| x.softplus(1.0, 20.0)),
+            ("beta=2, threshold=1", Normal, false, false, |x| x.softplus(2.0, 1.0)),
+        ],
+    }
+    /// `clamp(x, min, max)` as an activation: the gradient is 1 strictly
+    /// inside the bounds and 0 at and outside them (PyTorch's `hardtanh`;
+    /// `clamp`'s gradient is 1 at the bounds).
+    Hardtanh(lo: f64, hi: f64) => HARDTANH {
+        float: (
+            |x| clamp(x, Some(lo), Some(hi)),
+            "if (x != x) return xs; C y = x; C lo = T::ld(T::from_f64(p0)); C hi = T::ld(T::from_f64(p1)); if (y < lo) y = lo; if (y > hi) y = hi; return T::st(y);"
+        ),
+        int: refused,
+        cuda_args: (lo, hi, 0),
+        grad: [x] |g, x, y| {
+            let x = x()?;
+            let inside = x.gt(&x.scalar_like(lo)?)?.logical_and(&x.lt(&x.scalar_like(hi)?)?)?;
+            g.mul(&inside.to_dtype(g.dtype())?)
+        },
+        backward: "HardtanhBackward",
+        method: pub fn hardtanh(min_val: f64, max_val: f64)
+            check check_bounds("hardtanh", Some(min_val), Some(max_val)); => UnaryOp::Hardtanh(min_val, max_val),
+        example: "assert_eq!(x.hardtanh(-0.5, 1.0)?.to_vec::<f32>()?, vec![-0.5, 0.5, 1.0]);",
+        check: [("[-0.5, 1]", Normal, false, false, |x| x.hardtanh(-0.5, 1.0))],
+    }
+    /// `x` where `x > 0`, else `negative_slope * x` (PyTorch's
+    /// `leaky_relu`; the gradient at 0 is the slope).
+    LeakyRelu(slope: f64) => LEAKY_RELU {
+        float: (
+            |x| if x > T::ZERO { x } else { x.mul(T::from_f64(slope)) },
+            "return x > (C)0 ? xs : T::st(x * T::ld(T::from_f64(p0)));"
+        ),
+        int: refused,
+        cuda_args: (slope, 0.0, 0),
+        grad: [x] |g, x, y| {
+            let x = x()?;
+            let pos = x.gt(&x.scalar_like(0.0)?)?;
+            g.mul(&pos.where_cond(&x.scalar_like(1.0)?, &x.scalar_like(slope)?)?)
+        },
+        backward: "LeakyReluBackward",
+        method: pub fn leaky_relu(negative_slope: f64)
+            check check_finite("leaky_relu", negative_slope); => UnaryOp::LeakyRelu(negative_slope),
+        example: "assert_eq!(x.leaky_relu(0.1)?.to_vec::<f32>()?, vec![-0.1, 0.5, 2.0]);",
+        check: [("slope=0.1", NonZero, false, true, |x| x.leaky_relu(0.1))],
+    }
+    /// `x` where `x > 0`, else `alpha (e^x - 1)` (PyTorch's `elu`).
+    Elu(alpha: f64) => ELU {
+        float: (
+            |x| if x > T::ZERO { x } else { T::from_f64(alpha * libm::expm1(x.to_f64())) },
+            "if (x > (C)0) return xs; return T::from_f64(p0 * expm1(T::f64(x)));"
+        ),
+        int: refused,
+        cuda_args: (alpha, 0.0, 0),
+        grad: [x] |g, x, y| {
+            let x = x()?;
+            let pos = x.gt(&x.scalar_like(0.0)?)?;
+            let neg = x.exp()?.mul_scalar(alpha)?;
+            g.mul(&pos.where_cond(&x.scalar_like(1.0)?, &neg)?)
+        },
+        backward: "EluBackward",
+        method: pub fn elu(alpha: f64) check check_finite("elu", alpha); => UnaryOp::Elu(alpha),
+        example: "assert!((x.elu(1.0)?.to_vec::<f32>()?[0] + 0.63212055).abs() < 1e-6);",
+        check: [("alpha=1.5", NonZero, false, true, |x| x.elu(1.5))],
+    }
+}
+
+/// A parameter that must be a finite number.
+fn check_finite(op: &'static str, v: f64) -> Result<()> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            op,
+            reason: "the parameter must be a finite number",
+        })
+    }
+}
+
+/// Softplus's `beta` (finite, not 0) and `threshold` (not NaN).
+fn check_softplus(beta: f64, threshold: f64) -> Result<()> {
+    if !beta.is_finite() || beta == 0.0 || threshold.is_nan() {
+        return Err(Error::InvalidArgument {
+            op: "softplus",
+            reason: "beta must be finite and non-zero and threshold not NaN (PyTorch's defaults: beta 1, threshold 20)",
+        });
+    }
+    Ok(())
 }
 
 impl Tensor {
+    /// `hardtanh(x, 0, 6)` (PyTorch's `relu6`).
+    ///
+    /// # Errors
+    /// As [`Tensor::hardtanh`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[-1.0f32, 3.0, 7.0], &[3], &Device::cpu())?;
+    /// assert_eq!(x.relu6()?.to_vec::<f32>()?, vec![0.0, 3.0, 6.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn relu6(&self) -> Result<Tensor> {
+        self.hardtanh(0.0, 6.0)
+    }
+
     /// `1 / x`: PyTorch's name for [`Tensor::recip`].
     ///
     /// # Errors
