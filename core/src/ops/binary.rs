@@ -119,6 +119,95 @@ assert_eq!(a.minimum(&b)?.to_vec::<f32>()?, vec![1.0, 3.0]);",
 assert_eq!(a.pow(&a)?.to_vec::<f32>()?, vec![4.0, 27.0]);",
         check: (Positive, Normal, smooth: true),
     }
+    /// Elementwise `atan2(self, other)`: the angle of the point
+    /// `(other, self)`, in `[-pi, pi]` (float dtypes).
+    Atan2 => ATAN2 {
+        float: (|a, b| a.map2_f(b, libm::atan2f, libm::atan2), "return T::st(m_atan2(a, b));"),
+        int: refused,
+        grad: [a b] |g, a, b, y| {
+            // d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+            let (a, b) = (a()?, b()?);
+            let r2 = a.sqr()?.add(&b.sqr()?)?;
+            let k = g.div(&r2)?;
+            Ok((k.mul(&b)?, k.mul(&a)?.neg()?))
+        },
+        backward: "Atan2Backward",
+        method: fn atan2,
+        example: "let y = Tensor::from_slice(&[1.0f32, -1.0], &[2], &dev)?;
+let x = Tensor::from_slice(&[0.0f32], &[1], &dev)?;
+assert_eq!(y.atan2(&x)?.to_vec::<f32>()?, vec![std::f32::consts::FRAC_PI_2, -std::f32::consts::FRAC_PI_2]);",
+        check: (Normal, NonZero, smooth: true),
+    }
+    /// Elementwise remainder with the sign of the divisor (Python's `%`,
+    /// PyTorch's `remainder`). Integer division by zero is an `Err`; float
+    /// division by zero gives NaN.
+    Remainder => REMAINDER {
+        float: (
+            |a, b| {
+                let m = a.map2_f(b, libm::fmodf, libm::fmod);
+                if m != T::ZERO && ((b < T::ZERO) != (m < T::ZERO)) { m.add(b) } else { m }
+            },
+            "C m = m_fmod(a, b); if (m != (C)0 && ((b < (C)0) != (m < (C)0))) m += b; return T::st(m);"
+        ),
+        int: (
+            |a, b| a.floor_rem(b),
+            "if (b == (C)0 || ((C)-1 < (C)0 && b == (C)-1)) return T::st((C)0); C m = a % b; if (m != (C)0 && ((b < (C)0) != (m < (C)0))) m += b; return T::st(m);"
+        ),
+        grad: [a b] |g, a, b, y| {
+            // d/da = 1, d/db = -floor(a / b)
+            Ok((g.clone(), g.mul(&a()?.div(&b()?)?.floor()?)?.neg()?))
+        },
+        backward: "RemainderBackward",
+        method: fn remainder check |a, b| int_divisor_nonzero("remainder", b);,
+        example: "let a = Tensor::from_slice(&[-7i64, 7], &[2], &dev)?;
+let b = Tensor::from_slice(&[3i64], &[1], &dev)?;
+assert_eq!(a.remainder(&b)?.to_vec::<i64>()?, vec![2, 1]);",
+        check: (Normal, NonZero, smooth: false),
+    }
+    /// Elementwise remainder with the sign of the dividend (C's `fmod`,
+    /// PyTorch's `fmod`). Integer division by zero is an `Err`; float
+    /// division by zero gives NaN.
+    Fmod => FMOD {
+        float: (|a, b| a.map2_f(b, libm::fmodf, libm::fmod), "return T::st(m_fmod(a, b));"),
+        int: (
+            |a, b| a.trunc_rem(b),
+            "if (b == (C)0 || ((C)-1 < (C)0 && b == (C)-1)) return T::st((C)0); return T::st(a % b);"
+        ),
+        grad: [a b] |g, a, b, y| {
+            // d/da = 1, d/db = -trunc(a / b)
+            Ok((g.clone(), g.mul(&a()?.div(&b()?)?.trunc()?)?.neg()?))
+        },
+        backward: "FmodBackward",
+        method: fn fmod check |a, b| int_divisor_nonzero("fmod", b);,
+        example: "let a = Tensor::from_slice(&[-7i64, 7], &[2], &dev)?;
+let b = Tensor::from_slice(&[3i64], &[1], &dev)?;
+assert_eq!(a.fmod(&b)?.to_vec::<i64>()?, vec![-1, 1]);",
+        check: (Normal, NonZero, smooth: false),
+    }
+    /// Elementwise bitwise and (integer dtypes).
+    BitwiseAnd => BITWISE_AND {
+        float: refused,
+        int: (|a, b| a & b, "return T::st(a & b);"),
+        grad: [] |g, a, b, y| Err(no_gradient("bitwise_and")),
+        backward: "BitwiseAndBackward",
+        method: fn bitwise_and,
+        example: "let a = Tensor::from_slice(&[12i32, -1], &[2], &dev)?;
+let b = Tensor::from_slice(&[10i32], &[1], &dev)?;
+assert_eq!(a.bitwise_and(&b)?.to_vec::<i32>()?, vec![8, 10]);",
+        check: (Normal, Normal, smooth: false),
+    }
+    /// Elementwise bitwise or (integer dtypes).
+    BitwiseOr => BITWISE_OR {
+        float: refused,
+        int: (|a, b| a | b, "return T::st(a | b);"),
+        grad: [] |g, a, b, y| Err(no_gradient("bitwise_or")),
+        backward: "BitwiseOrBackward",
+        method: fn bitwise_or,
+        example: "let a = Tensor::from_slice(&[12i32, -1], &[2], &dev)?;
+let b = Tensor::from_slice(&[10i32], &[1], &dev)?;
+assert_eq!(a.bitwise_or(&b)?.to_vec::<i32>()?, vec![14, -1]);",
+        check: (Normal, Normal, smooth: false),
+    }
 }
 
 /// Maximum's (`max`) or minimum's gradients: the winner takes `g`, ties
@@ -131,9 +220,17 @@ fn extremum_backward(g: &Tensor, a: &Tensor, b: &Tensor, max: bool) -> Result<(T
     Ok((ga.clone(), g.sub(&ga)?))
 }
 
+/// The error of a backward through an op on integers (which never records:
+/// integer tensors cannot require grad, so this is not reached).
+fn no_gradient(op: &'static str) -> Error {
+    Error::Autograd {
+        op,
+        reason: "integer ops have no gradient; only float tensors can require grad",
+    }
+}
+
 /// Refuses a zero divisor of an integer division-like op (PyTorch raises
 /// `ZeroDivisionError`); float divisors may be zero.
-#[allow(dead_code)]
 fn int_divisor_nonzero(op: &'static str, divisor: &Tensor) -> Result<()> {
     if !divisor.dtype().is_int() || divisor.numel() == 0 {
         return Ok(());

@@ -436,6 +436,7 @@ macro_rules! binary_table {
                 /// ```
                 pub fn $m(&self, other: &$crate::Tensor) -> $crate::Result<$crate::Tensor> {
                     $({
+                        #[allow(unused_variables)]
                         let ($ca, $cb) = (self, other);
                         $chk?;
                     })?
