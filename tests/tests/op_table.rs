@@ -42,11 +42,19 @@ test_device!(
             for (how, r) in [
                 (
                     "contiguous",
-                    gradcheck(|v| f(&v[0]), &[x.clone()], GradcheckOptions::default())?,
+                    gradcheck(
+                        |v| f(&v[0]),
+                        std::slice::from_ref(&x),
+                        GradcheckOptions::default(),
+                    )?,
                 ),
                 (
                     "transposed",
-                    gradcheck(|v| f(&v[0].t()?), &[x.clone()], GradcheckOptions::default())?,
+                    gradcheck(
+                        |v| f(&v[0].t()?),
+                        std::slice::from_ref(&x),
+                        GradcheckOptions::default(),
+                    )?,
                 ),
             ] {
                 assert!(

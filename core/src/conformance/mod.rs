@@ -18,29 +18,33 @@
 //! ([`Error::Unsupported`](crate::Error::Unsupported) included: a backend
 //! must pass everything). Bad index values must be refused on both.
 //!
-//! For kernel developers: implement [`Backend`](crate::Backend) (every
-//! kernel defaults to `Unsupported`, so start from a few, or delegate to
-//! the reference and replace kernels one at a time), wrap it in a
-//! `Device`, run the suite, print the report.
+//! For kernel developers: implement [`Backend`](crate::Backend), say what
+//! the kernels you do not write inherit ([`Inherit`](crate::backend::Inherit):
+//! the reference kernels for host memory, host staging through your byte
+//! copies for device memory), wrap it in a `Device`, run the suite, print
+//! the report. Then replace kernels one at a time; the suite checks each
+//! against the reference.
 //!
 //! ```
-//! use kael_core::backend::{Backend, Dst, Src, UnaryOp};
-//! use kael_core::{allocator::*, conformance, cpu::CpuBackend, shared::Shared};
-//! use kael_core::{Device, DeviceKind, Result, Storage};
+//! use kael_core::backend::{Backend, Dst, Inherit, Src, UnaryOp};
+//! use kael_core::{allocator::*, conformance, cpu::elementwise, shared::Shared};
+//! use kael_core::{Device, DeviceKind, Result};
 //!
-//! struct Mine(CpuBackend); // host memory; only copies and `unary` so far
+//! /// Host memory; one kernel of its own (`unary`), every other inherited.
+//! struct Mine(Shared<dyn Allocator>);
 //! impl Backend for Mine {
 //!     fn kind(&self) -> DeviceKind { DeviceKind::Custom("mine") }
 //!     fn is_host_memory(&self) -> bool { true }
-//!     fn allocator(&self) -> Shared<dyn Allocator> { self.0.allocator() }
-//!     fn write_bytes(&self, d: &Storage, at: usize, s: &[u8]) -> Result<()> { self.0.write_bytes(d, at, s) }
-//!     fn read_bytes(&self, s: &Storage, at: usize, d: &mut [u8]) -> Result<()> { self.0.read_bytes(s, at, d) }
-//!     fn unary(&self, op: UnaryOp, s: Src<'_>, d: Dst<'_>) -> Result<()> { self.0.unary(op, s, d) } // your kernel
+//!     fn allocator(&self) -> Shared<dyn Allocator> { self.0.clone() }
+//!     fn inherit(&self) -> Inherit { Inherit::ReferenceKernels }
+//!     fn unary(&self, op: UnaryOp, s: Src<'_>, d: Dst<'_>) -> Result<()> {
+//!         elementwise::unary(op, s, d) // your kernel here
+//!     }
 //! }
-//! let cpu = CpuBackend::new(Shared::new(GlobalAllocator::new()));
-//! let report = conformance::run(&Device::from_backend(Shared::new(Mine(cpu))));
+//! let dev = Device::from_backend(Shared::new(Mine(Shared::new(GlobalAllocator::new()))));
+//! let report = conformance::run(&dev);
 //! println!("{report}"); // counts per family, then a table: op, case, max abs err, detail
-//! assert!(report.failures.iter().any(|f| f.op == "matmul" && f.detail.contains("unsupported")));
+//! assert!(report.is_ok(), "{report}");
 //! assert!(report.op_count("exp").checks > 0);
 //! ```
 //!

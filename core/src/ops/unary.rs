@@ -567,10 +567,11 @@ unary_table! {
         ),
         int: refused,
         cuda_args: (alpha, 0.0, 0),
-        grad: [x] |g, x, y| {
+        grad: [x y] |g, x, y| {
+            // alpha e^x = y + alpha where x <= 0
             let x = x()?;
             let pos = x.gt(&x.scalar_like(0.0)?)?;
-            let neg = x.exp()?.mul_scalar(alpha)?;
+            let neg = y()?.add_scalar(alpha)?;
             g.mul(&pos.where_cond(&x.scalar_like(1.0)?, &neg)?)
         },
         backward: "EluBackward",

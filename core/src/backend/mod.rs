@@ -13,10 +13,19 @@
 //! and then writing element `i` of the destination is always correct, and
 //! results never depend on write order.
 //!
-//! Every method has a default that returns [`Error::Unsupported`], so a new
-//! backend implements what it can and the conformance suite reports the rest.
+//! The trait's kernels come in families (copies; elementwise: unary,
+//! binary, compare, where; reductions and softmax; matmul; indexing). A
+//! kernel a backend does not override is inherited as its
+//! [`Backend::inherit`] says (NOTE [Inherited kernels]): the reference
+//! CPU kernel for a host-memory backend, a host-staged composite of its
+//! byte copies for a device-memory backend, or [`Error::Unsupported`] (the
+//! default), which the conformance suite reports.
+
+mod inherit;
+pub use inherit::Inherit;
 
 use crate::allocator::Allocator;
+use crate::cpu::{elementwise as ew, index as ix, matmul as mm, reduce as rd};
 use crate::device::DeviceKind;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -85,6 +94,12 @@ pub trait Backend: MaybeSendSync {
     /// Where new storage comes from.
     fn allocator(&self) -> Shared<dyn Allocator>;
 
+    /// What the kernels this backend does not override do (NOTE [Inherited
+    /// kernels]); [`Inherit::Nothing`] unless overridden.
+    fn inherit(&self) -> Inherit {
+        Inherit::Nothing
+    }
+
     /// Waits for queued work (no-op on synchronous backends).
     ///
     /// # Errors
@@ -98,7 +113,9 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Out-of-range ranges, backend failures.
     fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {
-        let _ = (dst, byte_offset, src);
+        if self.inherit() == Inherit::ReferenceKernels {
+            return crate::cpu::write_host_bytes(dst, byte_offset, src);
+        }
         Err(Error::Unsupported {
             op: "write_bytes",
             device: self.kind(),
@@ -110,7 +127,9 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Out-of-range ranges, backend failures.
     fn read_bytes(&self, src: &Storage, byte_offset: usize, dst: &mut [u8]) -> Result<()> {
-        let _ = (src, byte_offset, dst);
+        if self.inherit() == Inherit::ReferenceKernels {
+            return crate::cpu::read_host_bytes(src, byte_offset, dst);
+        }
         Err(Error::Unsupported {
             op: "read_bytes",
             device: self.kind(),
@@ -122,11 +141,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn copy_strided(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (src, dst);
-        Err(Error::Unsupported {
-            op: "copy",
-            device: self.kind(),
-        })
+        inherit::run(self, "copy", [src, dst], |[s, d]| ew::copy_strided(s, d))
     }
 
     /// `dst = src as dst.dtype` elementwise.
@@ -134,11 +149,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn cast(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (src, dst);
-        Err(Error::Unsupported {
-            op: "to_dtype",
-            device: self.kind(),
-        })
+        inherit::run(self, "to_dtype", [src, dst], |[s, d]| ew::cast(s, d))
     }
 
     /// Sets every element of `dst` to `value` (converted to its dtype).
@@ -146,11 +157,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
-        let _ = (dst, value);
-        Err(Error::Unsupported {
-            op: "fill",
-            device: self.kind(),
-        })
+        inherit::run(self, "fill", [dst], |[d]| ew::fill(d, value))
     }
 
     /// `dst = op(src)`; `src` may be exactly `dst` (in-place).
@@ -158,11 +165,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn unary(&self, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (src, dst);
-        Err(Error::Unsupported {
-            op: op.name(),
-            device: self.kind(),
-        })
+        inherit::run(self, op.name(), [src, dst], |[s, d]| ew::unary(op, s, d))
     }
 
     /// `dst = op(lhs, rhs)`; either source may be exactly `dst`.
@@ -170,10 +173,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn binary(&self, op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (op, lhs, rhs, dst);
-        Err(Error::Unsupported {
-            op: "compare",
-            device: self.kind(),
+        inherit::run(self, op.name(), [lhs, rhs, dst], |[a, b, d]| {
+            ew::binary(op, a, b, d)
         })
     }
 
@@ -182,10 +183,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn compare(&self, op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (op, lhs, rhs, dst);
-        Err(Error::Unsupported {
-            op: "compare",
-            device: self.kind(),
+        inherit::run(self, "compare", [lhs, rhs, dst], |[a, b, d]| {
+            ew::compare(op, a, b, d)
         })
     }
 
@@ -200,11 +199,12 @@ pub trait Backend: MaybeSendSync {
         on_false: Src<'_>,
         dst: Dst<'_>,
     ) -> Result<()> {
-        let _ = (cond, on_true, on_false, dst);
-        Err(Error::Unsupported {
-            op: "where",
-            device: self.kind(),
-        })
+        inherit::run(
+            self,
+            "where",
+            [cond, on_true, on_false, dst],
+            |[c, t, f, d]| ew::where_cond(c, t, f, d),
+        )
     }
 
     /// Reduces `dims` (sorted, distinct) of `src`; `dst` has src's rank with
@@ -213,10 +213,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn reduce(&self, op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
-        let _ = (op, src, dims, dst);
-        Err(Error::Unsupported {
-            op: "reduce",
-            device: self.kind(),
+        inherit::run(self, "reduce", [src, dst], |[s, d]| {
+            rd::reduce(op, s, dims, d)
         })
     }
 
@@ -225,10 +223,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
-        let _ = (op, src, dim, dst);
-        Err(Error::Unsupported {
-            op: "argmax",
-            device: self.kind(),
+        inherit::run(self, "argmax", [src, dst], |[s, d]| {
+            rd::arg_reduce(op, s, dim, d)
         })
     }
 
@@ -237,10 +233,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
-        let _ = (src, dim, log, dst);
-        Err(Error::Unsupported {
-            op: "softmax",
-            device: self.kind(),
+        inherit::run(self, "softmax", [src, dst], |[s, d]| {
+            rd::softmax(s, dim, log, d)
         })
     }
 
@@ -251,10 +245,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (lhs, rhs, dst);
-        Err(Error::Unsupported {
-            op: "matmul",
-            device: self.kind(),
+        inherit::run(self, "matmul", [lhs, rhs, dst], |[a, b, d]| {
+            mm::matmul(a, b, d)
         })
     }
 
@@ -263,10 +255,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `src`'s dim.
     fn index_select(&self, src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (src, dim, indices, dst);
-        Err(Error::Unsupported {
-            op: "index_select",
-            device: self.kind(),
+        inherit::run(self, "index_select", [src, indices, dst], |[s, i, d]| {
+            ix::index_select(s, dim, i, d)
         })
     }
 
@@ -275,10 +265,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `src`'s dim.
     fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        let _ = (src, dim, index, dst);
-        Err(Error::Unsupported {
-            op: "gather",
-            device: self.kind(),
+        inherit::run(self, "gather", [src, index, dst], |[s, i, d]| {
+            ix::gather(s, dim, i, d)
         })
     }
 
@@ -288,10 +276,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `dst`'s dim.
     fn index_add(&self, dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
-        let _ = (dst, dim, indices, src);
-        Err(Error::Unsupported {
-            op: "index_add",
-            device: self.kind(),
+        inherit::run(self, "index_add", [indices, src, dst], |[i, s, d]| {
+            ix::index_add(d, dim, i, s)
         })
     }
 
@@ -300,10 +286,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `dst`'s dim.
     fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
-        let _ = (dst, dim, index, src);
-        Err(Error::Unsupported {
-            op: "scatter_add",
-            device: self.kind(),
+        inherit::run(self, "scatter_add", [index, src, dst], |[i, s, d]| {
+            ix::scatter_add(d, dim, i, s)
         })
     }
 }

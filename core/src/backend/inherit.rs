@@ -1,0 +1,132 @@
+//! What a backend's kernels do when the backend does not override them.
+//!
+//! NOTE [Inherited kernels]
+//! A kernel developer writes the kernels they care about and inherits the
+//! rest, one line for the whole backend ([`Backend::inherit`]):
+//! - [`Inherit::ReferenceKernels`]: a host-memory backend runs the
+//!   reference CPU kernels ([`crate::cpu`]) on its own storages for every
+//!   kernel (and byte copy) it does not override.
+//! - [`Inherit::HostStaging`]: a device-memory backend runs every kernel it
+//!   does not override as a composite of its byte copies: each operand's
+//!   storage is read to host memory with `read_bytes`, the reference kernel
+//!   runs there, and the destination's storage is written back with
+//!   `write_bytes`. Correct for every family, and slow (whole storages
+//!   cross the bus); it lets a new device backend pass the conformance
+//!   suite from its first day and replace kernels one at a time.
+//! - [`Inherit::Nothing`] (the default): a kernel that is not overridden
+//!   is [`Error::Unsupported`], which names the backend and the fix.
+
+use super::{Backend, Src};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use alloc::vec::Vec;
+
+/// What a backend's kernels do when the backend does not override them
+/// (NOTE [Inherited kernels]).
+///
+/// ```
+/// use kael_core::backend::{Backend, Inherit};
+/// use kael_core::{allocator::*, conformance, shared::Shared, Device, DeviceKind};
+///
+/// /// A host-memory backend that overrides nothing (yet).
+/// struct Mine(Shared<dyn Allocator>);
+/// impl Backend for Mine {
+///     fn kind(&self) -> DeviceKind { DeviceKind::Custom("mine") }
+///     fn is_host_memory(&self) -> bool { true }
+///     fn allocator(&self) -> Shared<dyn Allocator> { self.0.clone() }
+///     fn inherit(&self) -> Inherit { Inherit::ReferenceKernels }
+/// }
+/// let dev = Device::from_backend(Shared::new(Mine(Shared::new(GlobalAllocator::new()))));
+/// let x = kael_core::Tensor::from_slice(&[1.0f32, 4.0], &[2], &dev)?;
+/// assert_eq!(x.sqrt()?.to_vec::<f32>()?, vec![1.0, 2.0]);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Inherit {
+    /// Kernels that are not overridden are [`Error::Unsupported`].
+    #[default]
+    Nothing,
+    /// The reference CPU kernels, on the backend's own (host) storages.
+    ReferenceKernels,
+    /// The reference CPU kernels on host copies made with the backend's
+    /// `read_bytes`/`write_bytes`.
+    HostStaging,
+}
+
+/// Runs `kernel` as `backend` inherits it: `operands` are every source and,
+/// last, the destination (which `kernel` may also read).
+pub(crate) fn run<const N: usize, B: Backend + ?Sized>(
+    backend: &B,
+    op: &'static str,
+    operands: [Src<'_>; N],
+    kernel: impl FnOnce([Src<'_>; N]) -> Result<()>,
+) -> Result<()> {
+    match backend.inherit() {
+        Inherit::Nothing => Err(Error::Unsupported {
+            op,
+            device: backend.kind(),
+        }),
+        Inherit::ReferenceKernels => kernel(operands),
+        Inherit::HostStaging => staged(backend, op, operands, kernel),
+    }
+}
+
+/// [`Inherit::HostStaging`]: one host copy per distinct storage (so an
+/// operand that is the destination stays the destination, NOTE [Aliasing
+/// contract]), the kernel on the copies, the destination's copy written
+/// back.
+fn staged<const N: usize, B: Backend + ?Sized>(
+    backend: &B,
+    op: &'static str,
+    operands: [Src<'_>; N],
+    kernel: impl FnOnce([Src<'_>; N]) -> Result<()>,
+) -> Result<()> {
+    let host = Device::cpu();
+    let mut copies: Vec<(&Storage, Storage)> = Vec::new();
+    for o in &operands {
+        if copies.iter().any(|(s, _)| core::ptr::eq(*s, o.storage)) {
+            continue;
+        }
+        let copy = Storage::for_overwrite(o.storage.nbytes(), &host)?;
+        {
+            let mut g = copy.write(op)?;
+            backend.read_bytes(o.storage, 0, g.bytes_mut())?;
+        }
+        copies.push((o.storage, copy));
+    }
+    let copy_of = |o: &Src<'_>| {
+        copies
+            .iter()
+            .find(|(s, _)| core::ptr::eq(*s, o.storage))
+            .map(|(_, c)| c)
+    };
+    let mut staged_ok = true;
+    let host_operands: [Src<'_>; N] = core::array::from_fn(|k| {
+        let o = &operands[k];
+        let storage = copy_of(o).unwrap_or_else(|| {
+            staged_ok = false;
+            o.storage
+        });
+        Src {
+            storage,
+            layout: o.layout,
+            dtype: o.dtype,
+        }
+    });
+    if !staged_ok {
+        return Err(Error::Unsupported {
+            op,
+            device: backend.kind(),
+        });
+    }
+    kernel(host_operands)?;
+    let Some(dst) = operands.last() else {
+        return Ok(());
+    };
+    if let Some(c) = copy_of(dst) {
+        let g = c.read(op)?;
+        backend.write_bytes(dst.storage, 0, g.bytes())?;
+    }
+    Ok(())
+}
