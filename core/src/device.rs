@@ -1,26 +1,14 @@
 //! Devices: cheap handles to one backend instance.
+//!
+//! The constructors of the reference CPU device (`Device::cpu`,
+//! `Device::cpu_with_allocator`) live with the reference backend in
+//! [`crate::cpu`], so this module does not depend on any backend.
 
-use crate::allocator::{Allocator, GlobalAllocator};
+use crate::allocator::Allocator;
 use crate::backend::Backend;
-use crate::cpu::CpuBackend;
 use crate::shared::Shared;
 
-/// Which backend a device is, for errors and matching.
-///
-/// Two devices with equal kinds are the same device: their tensors can be
-/// combined in one operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum DeviceKind {
-    /// The portable reference CPU backend in the core.
-    Cpu,
-    /// The threaded CPU backend of kael-host (host memory too).
-    ThreadedCpu,
-    /// A CUDA GPU, by ordinal.
-    Cuda(u32),
-    /// Any other backend, by name.
-    Custom(&'static str),
-}
+pub use crate::device_kind::DeviceKind;
 
 /// A cheap, clonable handle to one backend instance.
 ///
@@ -36,30 +24,6 @@ pub struct Device {
 }
 
 impl Device {
-    /// The reference CPU backend with the global allocator.
-    pub fn cpu() -> Self {
-        Self::cpu_with_allocator(Shared::new(GlobalAllocator::new()))
-    }
-
-    /// The reference CPU backend drawing tensor memory from `allocator`
-    /// (e.g. an [`ArenaAllocator`](crate::allocator::ArenaAllocator)).
-    ///
-    /// ```
-    /// use kael_core::{allocator::ArenaAllocator, shared::Shared, DType, Device, Tensor};
-    /// let buf: &'static mut [u8] = Box::leak(vec![0u8; 1024].into_boxed_slice());
-    /// let dev = Device::cpu_with_allocator(Shared::new(ArenaAllocator::<16>::new(buf)));
-    /// let t = Tensor::zeros(&[4, 4], DType::F32, &dev)?;
-    /// assert_eq!(dev.allocator().stats().in_use, 64);
-    /// drop(t);
-    /// assert_eq!(dev.allocator().stats().in_use, 0);
-    /// # Ok::<(), kael_core::Error>(())
-    /// ```
-    pub fn cpu_with_allocator(allocator: Shared<dyn Allocator>) -> Self {
-        Self {
-            backend: Shared::new(CpuBackend::new(allocator)),
-        }
-    }
-
     /// A device for any backend.
     pub fn from_backend(backend: Shared<dyn Backend>) -> Self {
         Self { backend }

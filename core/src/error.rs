@@ -3,7 +3,7 @@
 //! Each variant names the operation, carries the offending values, and its
 //! `Display` text ends with the fix.
 
-use crate::device::DeviceKind;
+use crate::device_kind::DeviceKind;
 use crate::dtype::DType;
 use core::fmt;
 

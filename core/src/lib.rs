@@ -50,6 +50,7 @@ pub mod backend;
 pub mod conformance;
 pub mod cpu;
 pub mod device;
+pub mod device_kind;
 pub mod dtype;
 pub mod error;
 pub mod layout;
@@ -65,7 +66,8 @@ pub mod testing;
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad, set_grad_enabled};
 pub use backend::Backend;
-pub use device::{Device, DeviceKind};
+pub use device::Device;
+pub use device_kind::DeviceKind;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use layout::Layout;

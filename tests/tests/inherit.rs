@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A host-memory backend with one kernel of its own.
 struct OneKernel {
-    allocator: Shared<dyn Allocator>,
+    reference: Device,
     unary_calls: AtomicUsize,
 }
 
@@ -23,10 +23,10 @@ impl Backend for OneKernel {
         true
     }
     fn allocator(&self) -> Shared<dyn Allocator> {
-        self.allocator.clone()
+        self.reference.allocator()
     }
     fn inherit(&self) -> Inherit {
-        Inherit::ReferenceKernels
+        Inherit::From(self.reference.clone())
     }
     fn unary(&self, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
         self.unary_calls.fetch_add(1, Ordering::Relaxed);
@@ -38,6 +38,7 @@ impl Backend for OneKernel {
 /// host memory the tensor layer may not touch: `is_host_memory` is false).
 struct BytesOnly {
     allocator: Shared<dyn Allocator>,
+    host: Device,
     reads: AtomicUsize,
 }
 
@@ -52,7 +53,7 @@ impl Backend for BytesOnly {
         self.allocator.clone()
     }
     fn inherit(&self) -> Inherit {
-        Inherit::HostStaging
+        Inherit::Staged(self.host.clone())
     }
     fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {
         device_write(dst, byte_offset, src)
@@ -102,7 +103,7 @@ fn device_write(dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {
 
 fn one_kernel() -> (Device, Shared<OneKernel>) {
     let b = Shared::new(OneKernel {
-        allocator: Shared::new(GlobalAllocator::new()),
+        reference: Device::cpu(),
         unary_calls: AtomicUsize::new(0),
     });
     (Device::from_backend(b.clone()), b)
@@ -111,6 +112,7 @@ fn one_kernel() -> (Device, Shared<OneKernel>) {
 fn bytes_only() -> (Device, Shared<BytesOnly>) {
     let b = Shared::new(BytesOnly {
         allocator: Shared::new(GlobalAllocator::new()),
+        host: Device::cpu(),
         reads: AtomicUsize::new(0),
     });
     (Device::from_backend(b.clone()), b)
@@ -149,6 +151,40 @@ fn host_staging_keeps_an_operand_that_is_the_destination_aliased() -> Result<()>
 }
 
 #[test]
+fn staging_through_a_device_memory_device_is_refused() {
+    let (gpu_like, _) = bytes_only();
+    struct Bad(Device, Shared<dyn Allocator>);
+    impl Backend for Bad {
+        fn kind(&self) -> DeviceKind {
+            DeviceKind::Custom("bad")
+        }
+        fn is_host_memory(&self) -> bool {
+            false
+        }
+        fn allocator(&self) -> Shared<dyn Allocator> {
+            self.1.clone()
+        }
+        fn inherit(&self) -> Inherit {
+            Inherit::Staged(self.0.clone())
+        }
+        fn write_bytes(&self, dst: &Storage, at: usize, src: &[u8]) -> Result<()> {
+            device_write(dst, at, src)
+        }
+    }
+    let dev = Device::from_backend(Shared::new(Bad(
+        gpu_like,
+        Shared::new(GlobalAllocator::new()),
+    )));
+    let x = Tensor::from_slice(&[1.0f32], &[1], &dev).unwrap();
+    match x.exp() {
+        Err(Error::InvalidArgument { op: "exp", reason }) => {
+            assert!(reason.contains("Device::cpu()"))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn host_staging_reports_a_missing_byte_copy_as_unsupported() {
     /// Device memory that inherits by staging but cannot be read.
     struct NoRead(Shared<dyn Allocator>);
@@ -163,7 +199,7 @@ fn host_staging_reports_a_missing_byte_copy_as_unsupported() {
             self.0.clone()
         }
         fn inherit(&self) -> Inherit {
-            Inherit::HostStaging
+            Inherit::Staged(Device::cpu())
         }
         fn write_bytes(&self, dst: &Storage, at: usize, src: &[u8]) -> Result<()> {
             device_write(dst, at, src)

@@ -25,8 +25,7 @@ mod inherit;
 pub use inherit::Inherit;
 
 use crate::allocator::Allocator;
-use crate::cpu::{elementwise as ew, index as ix, matmul as mm, reduce as rd};
-use crate::device::DeviceKind;
+use crate::device_kind::DeviceKind;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -113,8 +112,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Out-of-range ranges, backend failures.
     fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {
-        if self.inherit() == Inherit::ReferenceKernels {
-            return crate::cpu::write_host_bytes(dst, byte_offset, src);
+        if let Inherit::From(from) = self.inherit() {
+            return from.backend().write_bytes(dst, byte_offset, src);
         }
         Err(Error::Unsupported {
             op: "write_bytes",
@@ -127,8 +126,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Out-of-range ranges, backend failures.
     fn read_bytes(&self, src: &Storage, byte_offset: usize, dst: &mut [u8]) -> Result<()> {
-        if self.inherit() == Inherit::ReferenceKernels {
-            return crate::cpu::read_host_bytes(src, byte_offset, dst);
+        if let Inherit::From(from) = self.inherit() {
+            return from.backend().read_bytes(src, byte_offset, dst);
         }
         Err(Error::Unsupported {
             op: "read_bytes",
@@ -141,7 +140,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn copy_strided(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "copy", [src, dst], |[s, d]| ew::copy_strided(s, d))
+        inherit::run(self, "copy", [src, dst], |k, [s, d]| k.copy_strided(s, d))
     }
 
     /// `dst = src as dst.dtype` elementwise.
@@ -149,7 +148,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn cast(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "to_dtype", [src, dst], |[s, d]| ew::cast(s, d))
+        inherit::run(self, "to_dtype", [src, dst], |k, [s, d]| k.cast(s, d))
     }
 
     /// Sets every element of `dst` to `value` (converted to its dtype).
@@ -157,7 +156,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
-        inherit::run(self, "fill", [dst], |[d]| ew::fill(d, value))
+        inherit::run(self, "fill", [dst], |k, [d]| k.fill(d, value))
     }
 
     /// `dst = op(src)`; `src` may be exactly `dst` (in-place).
@@ -165,7 +164,7 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn unary(&self, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, op.name(), [src, dst], |[s, d]| ew::unary(op, s, d))
+        inherit::run(self, op.name(), [src, dst], |k, [s, d]| k.unary(op, s, d))
     }
 
     /// `dst = op(lhs, rhs)`; either source may be exactly `dst`.
@@ -173,8 +172,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn binary(&self, op: BinaryOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, op.name(), [lhs, rhs, dst], |[a, b, d]| {
-            ew::binary(op, a, b, d)
+        inherit::run(self, op.name(), [lhs, rhs, dst], |k, [a, b, d]| {
+            k.binary(op, a, b, d)
         })
     }
 
@@ -183,8 +182,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn compare(&self, op: CmpOp, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "compare", [lhs, rhs, dst], |[a, b, d]| {
-            ew::compare(op, a, b, d)
+        inherit::run(self, "compare", [lhs, rhs, dst], |k, [a, b, d]| {
+            k.compare(op, a, b, d)
         })
     }
 
@@ -203,7 +202,7 @@ pub trait Backend: MaybeSendSync {
             self,
             "where",
             [cond, on_true, on_false, dst],
-            |[c, t, f, d]| ew::where_cond(c, t, f, d),
+            |k, [c, t, f, d]| k.where_cond(c, t, f, d),
         )
     }
 
@@ -213,8 +212,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn reduce(&self, op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "reduce", [src, dst], |[s, d]| {
-            rd::reduce(op, s, dims, d)
+        inherit::run(self, "reduce", [src, dst], |k, [s, d]| {
+            k.reduce(op, s, dims, d)
         })
     }
 
@@ -223,8 +222,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "argmax", [src, dst], |[s, d]| {
-            rd::arg_reduce(op, s, dim, d)
+        inherit::run(self, "argmax", [src, dst], |k, [s, d]| {
+            k.arg_reduce(op, s, dim, d)
         })
     }
 
@@ -233,8 +232,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "softmax", [src, dst], |[s, d]| {
-            rd::softmax(s, dim, log, d)
+        inherit::run(self, "softmax", [src, dst], |k, [s, d]| {
+            k.softmax(s, dim, log, d)
         })
     }
 
@@ -245,8 +244,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// Backend failures.
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "matmul", [lhs, rhs, dst], |[a, b, d]| {
-            mm::matmul(a, b, d)
+        inherit::run(self, "matmul", [lhs, rhs, dst], |k, [a, b, d]| {
+            k.matmul(a, b, d)
         })
     }
 
@@ -255,8 +254,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `src`'s dim.
     fn index_select(&self, src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "index_select", [src, indices, dst], |[s, i, d]| {
-            ix::index_select(s, dim, i, d)
+        inherit::run(self, "index_select", [src, indices, dst], |k, [s, i, d]| {
+            k.index_select(s, dim, i, d)
         })
     }
 
@@ -265,8 +264,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `src`'s dim.
     fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        inherit::run(self, "gather", [src, index, dst], |[s, i, d]| {
-            ix::gather(s, dim, i, d)
+        inherit::run(self, "gather", [src, index, dst], |k, [s, i, d]| {
+            k.gather(s, dim, i, d)
         })
     }
 
@@ -276,8 +275,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `dst`'s dim.
     fn index_add(&self, dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
-        inherit::run(self, "index_add", [indices, src, dst], |[i, s, d]| {
-            ix::index_add(d, dim, i, s)
+        inherit::run(self, "index_add", [indices, src, dst], |k, [i, s, d]| {
+            k.index_add(d, dim, i, s)
         })
     }
 
@@ -286,8 +285,8 @@ pub trait Backend: MaybeSendSync {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for an index outside `dst`'s dim.
     fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
-        inherit::run(self, "scatter_add", [index, src, dst], |[i, s, d]| {
-            ix::scatter_add(d, dim, i, s)
+        inherit::run(self, "scatter_add", [index, src, dst], |k, [i, s, d]| {
+            k.scatter_add(d, dim, i, s)
         })
     }
 }

@@ -18,30 +18,31 @@
 //! ([`Error::Unsupported`](crate::Error::Unsupported) included: a backend
 //! must pass everything). Bad index values must be refused on both.
 //!
-//! For kernel developers: implement [`Backend`](crate::Backend), say what
-//! the kernels you do not write inherit ([`Inherit`](crate::backend::Inherit):
-//! the reference kernels for host memory, host staging through your byte
-//! copies for device memory), wrap it in a `Device`, run the suite, print
-//! the report. Then replace kernels one at a time; the suite checks each
-//! against the reference.
+//! For kernel developers: implement [`Backend`](crate::Backend), say where
+//! the kernels you do not write come from ([`Inherit`](crate::backend::Inherit):
+//! another host device's kernels for host memory, host staging through
+//! your byte copies for device memory), wrap it in a `Device`, run the
+//! suite, print the report. Then replace kernels one at a time; the suite
+//! checks each against the reference.
 //!
 //! ```
 //! use kael_core::backend::{Backend, Dst, Inherit, Src, UnaryOp};
-//! use kael_core::{allocator::*, conformance, cpu::elementwise, shared::Shared};
+//! use kael_core::{allocator::Allocator, conformance, cpu::elementwise, shared::Shared};
 //! use kael_core::{Device, DeviceKind, Result};
 //!
-//! /// Host memory; one kernel of its own (`unary`), every other inherited.
-//! struct Mine(Shared<dyn Allocator>);
+//! /// Host memory; one kernel of its own (`unary`), every other inherited
+//! /// from the reference CPU device it holds.
+//! struct Mine(Device);
 //! impl Backend for Mine {
 //!     fn kind(&self) -> DeviceKind { DeviceKind::Custom("mine") }
 //!     fn is_host_memory(&self) -> bool { true }
-//!     fn allocator(&self) -> Shared<dyn Allocator> { self.0.clone() }
-//!     fn inherit(&self) -> Inherit { Inherit::ReferenceKernels }
+//!     fn allocator(&self) -> Shared<dyn Allocator> { self.0.allocator() }
+//!     fn inherit(&self) -> Inherit { Inherit::From(self.0.clone()) }
 //!     fn unary(&self, op: UnaryOp, s: Src<'_>, d: Dst<'_>) -> Result<()> {
 //!         elementwise::unary(op, s, d) // your kernel here
 //!     }
 //! }
-//! let dev = Device::from_backend(Shared::new(Mine(Shared::new(GlobalAllocator::new()))));
+//! let dev = Device::from_backend(Shared::new(Mine(Device::cpu())));
 //! let report = conformance::run(&dev);
 //! println!("{report}"); // counts per family, then a table: op, case, max abs err, detail
 //! assert!(report.is_ok(), "{report}");

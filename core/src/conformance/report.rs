@@ -1,7 +1,7 @@
 //! The suite's result: counts, the failures, and a table to print.
 
 use super::Family;
-use crate::device::DeviceKind;
+use crate::device_kind::DeviceKind;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;

@@ -5,7 +5,7 @@
 
 use crate::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use crate::cpu::select::{dtypes, ops};
-use crate::device::DeviceKind;
+use crate::device_kind::DeviceKind;
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};

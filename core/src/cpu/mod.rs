@@ -19,8 +19,10 @@ pub mod select;
 pub use select::{dtypes, ops};
 
 use crate::allocator::Allocator;
+use crate::allocator::GlobalAllocator;
 use crate::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
-use crate::device::DeviceKind;
+use crate::device::Device;
+use crate::device_kind::DeviceKind;
 use crate::error::{Error, Result};
 use crate::shared::Shared;
 use crate::storage::Storage;
@@ -104,6 +106,30 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> CpuBackend<DTYPES,
                 device: self.kind(),
             })
         }
+    }
+}
+
+impl Device {
+    /// The reference CPU backend with the global allocator.
+    pub fn cpu() -> Self {
+        Self::cpu_with_allocator(Shared::new(GlobalAllocator::new()))
+    }
+
+    /// The reference CPU backend drawing tensor memory from `allocator`
+    /// (e.g. an [`ArenaAllocator`](crate::allocator::ArenaAllocator)).
+    ///
+    /// ```
+    /// use kael_core::{allocator::ArenaAllocator, shared::Shared, DType, Device, Tensor};
+    /// let buf: &'static mut [u8] = Box::leak(vec![0u8; 1024].into_boxed_slice());
+    /// let dev = Device::cpu_with_allocator(Shared::new(ArenaAllocator::<16>::new(buf)));
+    /// let t = Tensor::zeros(&[4, 4], DType::F32, &dev)?;
+    /// assert_eq!(dev.allocator().stats().in_use, 64);
+    /// drop(t);
+    /// assert_eq!(dev.allocator().stats().in_use, 0);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn cpu_with_allocator(allocator: Shared<dyn Allocator>) -> Self {
+        Self::from_backend(Shared::new(CpuBackend::new(allocator)))
     }
 }
 
