@@ -12,25 +12,9 @@
 
 mod common;
 use common::{assert_close, assert_close64};
+use kael_core::ops::{BinaryOp, CmpOp, Domain, UnaryOp};
 use kael_core::testing::{GradcheckOptions, describe, gradcheck};
 use kael_core::{DType, Device, DeviceKind, Error, Result, Tensor, no_grad};
-
-/// CUDA device 0, or `None` after printing why the test is skipped.
-fn gpu() -> Option<Device> {
-    common::cuda()
-}
-
-/// `#[test] fn $name` that runs `$body` with `$dev` = CUDA device 0 (or skips).
-macro_rules! cuda_test {
-    ($name:ident, |$dev:ident| $body:block) => {
-        #[test]
-        fn $name() {
-            let Some($dev) = gpu() else { return };
-            let run = |$dev: &Device| -> Result<()> { $body };
-            run(&$dev).unwrap();
-        }
-    };
-}
 
 fn cpu() -> Device {
     Device::cpu()
@@ -85,7 +69,7 @@ fn same_exact(cpu_t: &Tensor, gpu_t: &Tensor) {
 
 // ------------------------------------------------------------- device
 
-cuda_test!(device_is_cuda_zero_with_device_memory, |dev| {
+test_device!(cuda: device_is_cuda_zero_with_device_memory, |dev| {
     assert_eq!(dev.kind(), DeviceKind::Cuda(0));
     assert!(!dev.is_host_memory());
     let t = Tensor::zeros(&[3], DType::F32, dev)?;
@@ -93,7 +77,7 @@ cuda_test!(device_is_cuda_zero_with_device_memory, |dev| {
     Ok(())
 });
 
-cuda_test!(opening_device_zero_twice_gives_the_same_device, |dev| {
+test_device!(cuda: opening_device_zero_twice_gives_the_same_device, |dev| {
     let again = kael_host::cuda::device(0).unwrap();
     let a = Tensor::ones(&[2], DType::F32, dev)?;
     let b = Tensor::ones(&[2], DType::F32, &again)?;
@@ -101,7 +85,7 @@ cuda_test!(opening_device_zero_twice_gives_the_same_device, |dev| {
     Ok(())
 });
 
-cuda_test!(host_access_to_device_storage_is_refused, |dev| {
+test_device!(cuda: host_access_to_device_storage_is_refused, |dev| {
     let t = Tensor::ones(&[4], DType::F32, dev)?;
     let e = t.storage().read("test").err().unwrap();
     assert!(matches!(
@@ -114,7 +98,7 @@ cuda_test!(host_access_to_device_storage_is_refused, |dev| {
     Ok(())
 });
 
-cuda_test!(mixing_cpu_and_cuda_tensors_is_a_device_mismatch, |dev| {
+test_device!(cuda: mixing_cpu_and_cuda_tensors_is_a_device_mismatch, |dev| {
     let a = Tensor::ones(&[2], DType::F32, dev)?;
     let b = Tensor::ones(&[2], DType::F32, &cpu())?;
     assert!(matches!(a.add(&b), Err(Error::DeviceMismatch { .. })));
@@ -123,7 +107,7 @@ cuda_test!(mixing_cpu_and_cuda_tensors_is_a_device_mismatch, |dev| {
 
 // ----------------------------------------------------- copies, memory
 
-cuda_test!(to_device_round_trips_every_dtype, |dev| {
+test_device!(cuda: to_device_round_trips_every_dtype, |dev| {
     let v = [-3.5f64, -1.0, 0.0, 0.25, 2.0, 7.0, 255.0];
     for dt in DType::ALL {
         let c = Tensor::from_slice(&v, &[7], &cpu())?.to_dtype(dt)?;
@@ -133,13 +117,13 @@ cuda_test!(to_device_round_trips_every_dtype, |dev| {
     Ok(())
 });
 
-cuda_test!(to_vec_of_a_strided_view_reads_logical_order, |dev| {
+test_device!(cuda: to_vec_of_a_strided_view_reads_logical_order, |dev| {
     let t = Tensor::arange(0i32, 12, dev)?.reshape(&[3, 4])?.t()?;
     assert_eq!(t.to_vec::<i32>()?, [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
     Ok(())
 });
 
-cuda_test!(deep_clone_allocates_only_the_views_elements, |dev| {
+test_device!(cuda: deep_clone_allocates_only_the_views_elements, |dev| {
     let big = Tensor::arange(0.0f32, 1000.0, dev)?;
     let c = big.narrow(0, 10, 2)?.deep_clone()?;
     assert_eq!((c.storage_nbytes(), c.offset()), (8, 0));
@@ -147,7 +131,7 @@ cuda_test!(deep_clone_allocates_only_the_views_elements, |dev| {
     Ok(())
 });
 
-cuda_test!(writing_a_deep_copy_never_changes_the_original, |dev| {
+test_device!(cuda: writing_a_deep_copy_never_changes_the_original, |dev| {
     let a = Tensor::arange(0.0f32, 6.0, dev)?.reshape(&[2, 3])?;
     for src in [a.clone(), a.t()?, a.narrow(1, 1, 2)?] {
         let before = src.to_vec::<f32>()?;
@@ -161,7 +145,7 @@ cuda_test!(writing_a_deep_copy_never_changes_the_original, |dev| {
     Ok(())
 });
 
-cuda_test!(move_to_moves_every_handle_and_keeps_older_views, |dev| {
+test_device!(cuda: move_to_moves_every_handle_and_keeps_older_views, |dev| {
     let a = Tensor::arange(0.0f32, 4.0, &cpu())?;
     let handle = a.clone();
     let old_view = a.narrow(0, 1, 2)?;
@@ -172,7 +156,7 @@ cuda_test!(move_to_moves_every_handle_and_keeps_older_views, |dev| {
     Ok(())
 });
 
-cuda_test!(memory_figures_count_live_tensors, |dev| {
+test_device!(cuda: memory_figures_count_live_tensors, |dev| {
     let b = kael_host::cuda::backend(0).unwrap();
     let t = Tensor::zeros(&[3 << 18], DType::F32, dev)?; // 3 MiB
     let s = b.memory_stats();
@@ -188,7 +172,7 @@ cuda_test!(memory_figures_count_live_tensors, |dev| {
     Ok(())
 });
 
-cuda_test!(zeros_and_full_and_eye_fill_device_memory, |dev| {
+test_device!(cuda: zeros_and_full_and_eye_fill_device_memory, |dev| {
     // the cache hands out used blocks: zeros must clear them
     drop(Tensor::full(&[1000], 5.0, DType::F32, dev)?);
     assert!(
@@ -212,40 +196,34 @@ cuda_test!(zeros_and_full_and_eye_fill_device_memory, |dev| {
 
 // -------------------------------------------------------- elementwise
 
-type Op = fn(&Tensor) -> Result<Tensor>;
+type Op = Box<dyn Fn(&Tensor) -> Result<Tensor>>;
+type OpB = Box<dyn Fn(&Tensor, &Tensor) -> Result<Tensor>>;
 type Op2 = fn(&Tensor, &Tensor) -> Result<Tensor>;
 
-const FLOAT_UNARY: [(&str, Op); 23] = [
-    ("neg", |t| t.neg()),
-    ("abs", |t| t.abs()),
-    ("exp", |t| t.exp()),
-    ("log", |t| t.abs()?.add_scalar(0.1)?.log()),
-    ("sqrt", |t| t.abs()?.sqrt()),
-    ("sqr", |t| t.sqr()),
-    ("recip", |t| t.add_scalar(5.0)?.recip()),
-    ("tanh", |t| t.tanh()),
-    ("sigmoid", |t| t.sigmoid()),
-    ("relu", |t| t.relu()),
-    ("gelu", |t| t.gelu()),
-    ("gelu_tanh", |t| t.gelu_tanh()),
-    ("silu", |t| t.silu()),
-    ("sin", |t| t.sin()),
-    ("cos", |t| t.cos()),
-    ("sign", |t| t.sign()),
-    ("erf", |t| t.erf()),
-    ("powf", |t| t.abs()?.powf(1.5)),
-    ("clamp", |t| t.clamp(Some(-0.5), Some(1.25))),
-    ("clamp_lo", |t| t.clamp(Some(0.3), None)),
-    ("affine", |t| t.affine(2.5, -1.0)),
-    ("add_scalar", |t| t.add_scalar(0.75)),
-    ("mul_scalar", |t| t.mul_scalar(-3.0)),
-];
+/// Every float unary op of the op table (NOTE [Op table]), with the
+/// scalar forms, on inputs moved into each case's domain.
+fn float_unary() -> Vec<(String, Op)> {
+    let mut v: Vec<(String, Op)> = Vec::new();
+    for c in UnaryOp::CASES {
+        let f = c.f;
+        let name = format!("{} {}", c.op, c.args);
+        v.push(match c.domain {
+            Domain::Positive => (name, Box::new(move |t| f(&t.abs()?.add_scalar(0.25)?))),
+            Domain::NonZero => (name, Box::new(move |t| f(&t.add_scalar(5.0)?))),
+            Domain::Unit => (name, Box::new(move |t| f(&t.tanh()?.mul_scalar(0.9)?))),
+            _ => (name, Box::new(f)),
+        });
+    }
+    v.push(("add_scalar".into(), Box::new(|t| t.add_scalar(0.75))));
+    v.push(("mul_scalar".into(), Box::new(|t| t.mul_scalar(-3.0))));
+    v
+}
 
-cuda_test!(float_unary_ops_match_the_cpu_on_strided_input, |dev| {
+test_device!(cuda: float_unary_ops_match_the_cpu_on_strided_input, |dev| {
     let (c, g) = pair(&pseudo(60, 1), &[6, 10], dev)?;
     // transposed and stepped: the strided path
     let (c, g) = (c.t()?.slice(0, 1, 10, 2)?, g.t()?.slice(0, 1, 10, 2)?);
-    for (name, f) in FLOAT_UNARY {
+    for (name, f) in float_unary() {
         let (rc, rg) = (f(&c)?, f(&g)?);
         println!("{name}");
         same(&rc, &rg, 2e-6);
@@ -253,11 +231,11 @@ cuda_test!(float_unary_ops_match_the_cpu_on_strided_input, |dev| {
     Ok(())
 });
 
-cuda_test!(half_precision_unary_ops_match_the_cpu, |dev| {
+test_device!(cuda: half_precision_unary_ops_match_the_cpu, |dev| {
     for dt in [DType::F16, DType::BF16, DType::F64] {
         let (c, g) = pair(&pseudo(40, 2), &[40], dev)?;
         let (c, g) = (c.to_dtype(dt)?, g.to_dtype(dt)?);
-        for (name, f) in FLOAT_UNARY {
+        for (name, f) in float_unary() {
             println!("{name} {dt:?}");
             // one rounding of the element type apart at most
             let tol = if dt == DType::F64 { 1e-6 } else { 1e-2 };
@@ -267,19 +245,24 @@ cuda_test!(half_precision_unary_ops_match_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(binary_ops_broadcast_like_the_cpu, |dev| {
+test_device!(cuda: binary_ops_broadcast_like_the_cpu, |dev| {
     let (a, ga) = pair(&pseudo(12, 3), &[3, 4], dev)?;
     let (b, gb) = pair(&pseudo(4, 4), &[4, 1], dev)?;
     let (a, ga) = (a.t()?, ga.t()?); // [4, 3] transposed
-    let ops: [(&str, Op2); 7] = [
-        ("add", |x, y| x.add(y)),
-        ("sub", |x, y| x.sub(y)),
-        ("mul", |x, y| x.mul(y)),
-        ("div", |x, y| x.div(&y.add_scalar(3.0)?)),
-        ("maximum", |x, y| x.maximum(y)),
-        ("minimum", |x, y| x.minimum(y)),
-        ("pow", |x, y| x.abs()?.pow(y)),
-    ];
+    // every float binary op of the op table, divisors moved away from 0
+    let ops: Vec<(&str, OpB)> = BinaryOp::CASES
+        .iter()
+        .filter(|c| c.floats)
+        .map(|c| {
+            let f = c.f;
+            let op: OpB = match c.domains {
+                (Domain::Positive, _) => Box::new(move |x, y| f(&x.abs()?.add_scalar(0.25)?, y)),
+                (_, Domain::NonZero) => Box::new(move |x, y| f(x, &y.add_scalar(3.0)?)),
+                _ => Box::new(f),
+            };
+            (c.op, op)
+        })
+        .collect();
     for (name, f) in ops {
         println!("{name}");
         same(&f(&a, &b)?, &f(&ga, &gb)?, 2e-6);
@@ -287,7 +270,7 @@ cuda_test!(binary_ops_broadcast_like_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(integer_arithmetic_wraps_as_on_the_cpu, |dev| {
+test_device!(cuda: integer_arithmetic_wraps_as_on_the_cpu, |dev| {
     let v = [i32::MAX, i32::MIN, -7, 0, 5];
     let c = Tensor::from_slice(&v, &[5], &cpu())?;
     let g = c.to_device(dev)?;
@@ -306,17 +289,10 @@ cuda_test!(integer_arithmetic_wraps_as_on_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(comparisons_and_where_match_the_cpu, |dev| {
+test_device!(cuda: comparisons_and_where_match_the_cpu, |dev| {
     let (a, ga) = pair(&[1.0, f32::NAN, 3.0, -1.0], &[4], dev)?;
     let (b, gb) = pair(&[1.0, 2.0, 2.0, 0.0], &[4], dev)?;
-    let cmps: [Op2; 6] = [
-        |x, y| x.eq(y),
-        |x, y| x.ne(y),
-        |x, y| x.lt(y),
-        |x, y| x.le(y),
-        |x, y| x.gt(y),
-        |x, y| x.ge(y),
-    ];
+    let cmps: Vec<Op2> = CmpOp::CASES.iter().map(|c| c.f).collect();
     for f in cmps {
         assert_eq!(f(&ga, &gb)?.to_vec::<bool>()?, f(&a, &b)?.to_vec::<bool>()?);
     }
@@ -326,7 +302,7 @@ cuda_test!(comparisons_and_where_match_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(casts_between_every_pair_of_dtypes_match_the_cpu, |dev| {
+test_device!(cuda: casts_between_every_pair_of_dtypes_match_the_cpu, |dev| {
     let v = [
         -300.7f64,
         -2.5,
@@ -362,7 +338,7 @@ cuda_test!(casts_between_every_pair_of_dtypes_match_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(in_place_ops_on_views_write_through, |dev| {
+test_device!(cuda: in_place_ops_on_views_write_through, |dev| {
     let (c, g) = pair(&pseudo(12, 5), &[3, 4], dev)?;
     for t in [&c, &g] {
         t.narrow(1, 1, 2)?
@@ -376,7 +352,7 @@ cuda_test!(in_place_ops_on_views_write_through, |dev| {
 
 // --------------------------------------------------------- reductions
 
-cuda_test!(reductions_match_the_cpu_short_and_long, |dev| {
+test_device!(cuda: reductions_match_the_cpu_short_and_long, |dev| {
     let (c, g) = pair(&pseudo(4 * 5 * 70, 6), &[4, 5, 70], dev)?;
     let (c, g) = (c.permute(&[2, 0, 1])?, g.permute(&[2, 0, 1])?); // [70, 4, 5], strided
     for dims in [&[0isize][..], &[1], &[2], &[0, 2], &[0, 1, 2]] {
@@ -395,7 +371,7 @@ cuda_test!(reductions_match_the_cpu_short_and_long, |dev| {
     Ok(())
 });
 
-cuda_test!(integer_sums_are_exact_i64, |dev| {
+test_device!(cuda: integer_sums_are_exact_i64, |dev| {
     let big = (1i64 << 53) + 1;
     let c = Tensor::from_slice(&[big, 0, 1, 2], &[4], &cpu())?;
     let s = c.to_device(dev)?.sum_all()?;
@@ -409,7 +385,7 @@ cuda_test!(integer_sums_are_exact_i64, |dev| {
     Ok(())
 });
 
-cuda_test!(max_and_argmax_propagate_nan_and_take_the_first_tie, |dev| {
+test_device!(cuda: max_and_argmax_propagate_nan_and_take_the_first_tie, |dev| {
     let mut v = vec![1.0f32; 300];
     v[7] = 5.0;
     v[200] = 5.0; // tie: the first wins
@@ -427,7 +403,7 @@ cuda_test!(max_and_argmax_propagate_nan_and_take_the_first_tie, |dev| {
     Ok(())
 });
 
-cuda_test!(softmax_and_log_softmax_match_the_cpu, |dev| {
+test_device!(cuda: softmax_and_log_softmax_match_the_cpu, |dev| {
     let (c, g) = pair(&pseudo(3 * 300, 7), &[3, 300], dev)?;
     let (c, g) = (c.mul_scalar(10.0)?, g.mul_scalar(10.0)?);
     for d in [0isize, 1] {
@@ -443,7 +419,7 @@ cuda_test!(softmax_and_log_softmax_match_the_cpu, |dev| {
 
 // ------------------------------------------------------------ indexing
 
-cuda_test!(index_select_gather_and_embedding_match_the_cpu, |dev| {
+test_device!(cuda: index_select_gather_and_embedding_match_the_cpu, |dev| {
     let (w, gw) = pair(&pseudo(5 * 6, 8), &[5, 6], dev)?;
     let ids = Tensor::from_slice(&[4i64, 0, 4, 2], &[4], &cpu())?;
     let gids = ids.to_device(dev)?;
@@ -469,8 +445,8 @@ cuda_test!(index_select_gather_and_embedding_match_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(
-    index_add_and_scatter_add_accumulate_repeats_like_the_cpu,
+test_device!(
+    cuda: index_add_and_scatter_add_accumulate_repeats_like_the_cpu,
     |dev| {
         let (base, gbase) = pair(&pseudo(5 * 3, 9), &[5, 3], dev)?;
         let (src, gsrc) = pair(&pseudo(4 * 3, 10), &[4, 3], dev)?;
@@ -497,7 +473,7 @@ cuda_test!(
     }
 );
 
-cuda_test!(a_bad_index_is_an_error_naming_it, |dev| {
+test_device!(cuda: a_bad_index_is_an_error_naming_it, |dev| {
     let w = Tensor::ones(&[3, 2], DType::F32, dev)?;
     let ids = Tensor::from_slice(&[0i64, 3], &[2], dev)?;
     let e = w.index_select(0, &ids).unwrap_err();
@@ -520,7 +496,7 @@ cuda_test!(a_bad_index_is_an_error_naming_it, |dev| {
     Ok(())
 });
 
-cuda_test!(cat_and_stack_match_the_cpu, |dev| {
+test_device!(cuda: cat_and_stack_match_the_cpu, |dev| {
     let (a, ga) = pair(&pseudo(6, 11), &[2, 3], dev)?;
     let (b, gb) = pair(&pseudo(4, 12), &[2, 2], dev)?;
     same(
@@ -538,7 +514,7 @@ cuda_test!(cat_and_stack_match_the_cpu, |dev| {
 
 // -------------------------------------------------------------- matmul
 
-cuda_test!(matmul_f32_matches_the_cpu_for_every_layout, |dev| {
+test_device!(cuda: matmul_f32_matches_the_cpu_for_every_layout, |dev| {
     let (a, ga) = pair(&pseudo(33 * 47, 13), &[33, 47], dev)?;
     let (b, gb) = pair(&pseudo(47 * 29, 14), &[47, 29], dev)?;
     same(&a.matmul(&b)?, &ga.matmul(&gb)?, 1e-4);
@@ -561,7 +537,7 @@ cuda_test!(matmul_f32_matches_the_cpu_for_every_layout, |dev| {
     Ok(())
 });
 
-cuda_test!(batched_matmul_broadcasts_like_the_cpu, |dev| {
+test_device!(cuda: batched_matmul_broadcasts_like_the_cpu, |dev| {
     let (a, ga) = pair(&pseudo(2 * 5 * 7, 15), &[2, 1, 5, 7], dev)?;
     let (b, gb) = pair(&pseudo(3 * 7 * 4, 16), &[3, 7, 4], dev)?;
     same(&a.matmul(&b)?, &ga.matmul(&gb)?, 1e-5);
@@ -578,7 +554,7 @@ cuda_test!(batched_matmul_broadcasts_like_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(matmul_of_every_dtype_matches_the_cpu, |dev| {
+test_device!(cuda: matmul_of_every_dtype_matches_the_cpu, |dev| {
     let (a, ga) = pair(&pseudo(16 * 24, 18), &[16, 24], dev)?;
     let (b, gb) = pair(&pseudo(24 * 8, 19), &[24, 8], dev)?;
     for (dt, tol) in [(DType::F64, 1e-6), (DType::F16, 2e-2), (DType::BF16, 5e-2)] {
@@ -605,7 +581,7 @@ cuda_test!(matmul_of_every_dtype_matches_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(matmul_with_an_empty_inner_dim_is_zeros, |dev| {
+test_device!(cuda: matmul_with_an_empty_inner_dim_is_zeros, |dev| {
     let a = Tensor::ones(&[3, 0], DType::F32, dev)?;
     let b = Tensor::ones(&[0, 2], DType::F32, dev)?;
     assert_eq!(a.matmul(&b)?.to_vec::<f32>()?, [0.0; 6]);
@@ -614,7 +590,7 @@ cuda_test!(matmul_with_an_empty_inner_dim_is_zeros, |dev| {
 
 // ----------------------------------------------------------- autograd
 
-cuda_test!(gradients_on_cuda_match_the_cpu, |dev| {
+test_device!(cuda: gradients_on_cuda_match_the_cpu, |dev| {
     let run = |d: &Device| -> Result<Vec<Vec<f32>>> {
         let x = Tensor::from_slice(&pseudo(12, 20), &[3, 4], d)?.requires_grad_(true)?;
         let w = Tensor::from_slice(&pseudo(20, 21), &[4, 5], d)?.requires_grad_(true)?;
@@ -634,7 +610,7 @@ cuda_test!(gradients_on_cuda_match_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(gradcheck_passes_on_cuda_in_f64, |dev| {
+test_device!(cuda: gradcheck_passes_on_cuda_in_f64, |dev| {
     let x = Tensor::from_slice(&[0.5f64, -1.0, 2.0, 0.1, 0.3, 0.7, -0.2, 1.1], &[2, 4], dev)?;
     let w = Tensor::from_slice(
         &[0.3f64, -0.6, 0.9, 0.2, -0.4, 0.8, 0.05, -1.2],
@@ -695,7 +671,7 @@ fn train(dev: &Device, steps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
     Ok((losses, w1.to_vec::<f32>()?))
 }
 
-cuda_test!(a_training_loop_on_cuda_follows_the_cpu, |dev| {
+test_device!(cuda: a_training_loop_on_cuda_follows_the_cpu, |dev| {
     let (lc, wc) = train(&cpu(), 5)?;
     let (lg, wg) = train(dev, 5)?;
     assert_close(&lg, &lc, 1e-4);
@@ -704,8 +680,8 @@ cuda_test!(a_training_loop_on_cuda_follows_the_cpu, |dev| {
     Ok(())
 });
 
-cuda_test!(
-    a_parameter_moved_after_its_handles_were_taken_still_trains,
+test_device!(
+    cuda: a_parameter_moved_after_its_handles_were_taken_still_trains,
     |dev| {
         // An optimizer keeps handles to its parameters; moving the parameter
         // must move what those handles see.
@@ -733,7 +709,7 @@ cuda_test!(
 // layouts, forward and backward, against the reference CPU backend. A CUDA
 // kernel that is missing is an `Unsupported` failure here, never a silent
 // host fallback.
-cuda_test!(conformance_suite_passes_on_cuda, |dev| {
+test_device!(cuda: conformance_suite_passes_on_cuda, |dev| {
     let report = kael_core::conformance::run(dev);
     println!("{report}");
     assert!(

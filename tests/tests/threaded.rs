@@ -6,6 +6,7 @@
 mod common;
 
 use common::assert_close;
+use kael_core::ops::{BinaryOp, CmpOp, UnaryOp};
 use kael_core::shared::Shared;
 use kael_core::{DType, Device, DeviceKind, Rng, Tensor};
 use kael_host::cpu_threaded::{Builder, ThreadedCpuBackend};
@@ -64,22 +65,29 @@ fn layouts() -> Vec<(&'static str, Tensor, Tensor)> {
     ]
 }
 
-type Op = fn(&Tensor, &Tensor) -> kael_core::Result<Tensor>;
+type Op = Box<dyn Fn(&Tensor, &Tensor) -> kael_core::Result<Tensor>>;
+type Family = fn(&Tensor, &Tensor) -> kael_core::Result<Tensor>;
 
-fn ops() -> Vec<(&'static str, Op)> {
-    vec![
-        ("add", |a, b| a.add(b)),
-        ("sub", |a, b| a.sub(b)),
-        ("mul", |a, b| a.mul(b)),
-        ("div", |a, b| a.div(b)),
-        ("maximum", |a, b| a.maximum(b)),
-        ("pow", |a, b| a.abs()?.pow(b)),
-        ("exp", |a, _| a.exp()),
-        ("relu", |a, _| a.relu()),
-        ("affine", |a, _| a.affine(2.0, -1.0)),
-        ("tanh", |a, _| a.tanh()),
-        ("gelu", |a, _| a.gelu()),
-        ("lt", |a, b| a.lt(b)?.to_dtype(DType::F32)),
+/// Every float elementwise op of the op table (NOTE [Op table]), then the
+/// other kernel families.
+fn ops() -> Vec<(String, Op)> {
+    let mut v: Vec<(String, Op)> = Vec::new();
+    for c in UnaryOp::CASES {
+        let f = c.f;
+        v.push((format!("{} {}", c.op, c.args), Box::new(move |a, _| f(a))));
+    }
+    for c in BinaryOp::CASES.iter().filter(|c| c.floats) {
+        let f = c.f;
+        v.push((c.op.to_string(), Box::new(f)));
+    }
+    for c in CmpOp::CASES {
+        let f = c.f;
+        v.push((
+            c.op.to_string(),
+            Box::new(move |a, b| f(a, b)?.to_dtype(DType::F32)),
+        ));
+    }
+    let families: Vec<(&str, Family)> = vec![
         ("contiguous", |a, _| a.contiguous()),
         ("sum all", |a, _| a.sum_all()),
         ("max all", |a, _| {
@@ -145,7 +153,13 @@ fn ops() -> Vec<(&'static str, Op)> {
                 a.log_softmax(-1)
             }
         }),
-    ]
+    ];
+    v.extend(
+        families
+            .into_iter()
+            .map(|(n, f)| (n.to_string(), Box::new(f) as Op)),
+    );
+    v
 }
 
 #[test]
@@ -158,7 +172,7 @@ fn parallel_paths_equal_the_reference_on_every_layout_kind() {
             a.strides(),
             "{lname}: the move keeps the layout"
         );
-        for (oname, op) in ops() {
+        for (oname, op) in &ops() {
             let want = op(&a, &b).unwrap().to_vec::<f32>().unwrap();
             let got = op(&ta, &tb).unwrap();
             assert_eq!(got.device().kind(), DeviceKind::ThreadedCpu);

@@ -37,6 +37,7 @@
 mod define;
 pub mod binary;
 pub mod compare;
+pub(crate) mod scalar;
 pub mod unary;
 
 /// The first kernel-selection bit of the unary ops (bits below it are the

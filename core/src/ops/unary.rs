@@ -20,99 +20,10 @@
 //! stored value, `x` its compute value of type `C`, `p0`/`p1`/`flags` the
 //! `cuda_args`; they `return` a stored value (`T::st(c)` or `T::from_f64(d)`).
 
-use crate::dtype::Scalar;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
 
-fn sigmoid32(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::expf(-x))
-    } else {
-        let e = libm::expf(x);
-        e / (1.0 + e)
-    }
-}
-
-fn sigmoid64(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::exp(-x))
-    } else {
-        let e = libm::exp(x);
-        e / (1.0 + e)
-    }
-}
-
-fn gelu32(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::erff(x * core::f32::consts::FRAC_1_SQRT_2))
-}
-
-fn gelu64(x: f64) -> f64 {
-    0.5 * x * (1.0 + libm::erf(x * core::f64::consts::FRAC_1_SQRT_2))
-}
-
-const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
-const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
-
-fn gelu_tanh32(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::tanhf(SQRT_2_OVER_PI as f32 * (x + 0.044715 * x * x * x)))
-}
-
-fn gelu_tanh64(x: f64) -> f64 {
-    0.5 * x * (1.0 + libm::tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
-}
-
-fn clamp<T: Scalar>(x: T, lo: Option<f64>, hi: Option<f64>) -> T {
-    if x.is_nan() {
-        return x;
-    }
-    let mut y = x;
-    if let Some(l) = lo {
-        let l = T::from_f64(l);
-        if y < l {
-            y = l;
-        }
-    }
-    if let Some(h) = hi {
-        let h = T::from_f64(h);
-        if y > h {
-            y = h;
-        }
-    }
-    y
-}
-
-fn sign<T: Scalar>(x: T) -> T {
-    if x > T::ZERO {
-        T::ONE
-    } else if x < T::ZERO {
-        T::ONE.neg()
-    } else {
-        x
-    }
-}
-
-fn step<T: Scalar>(x: T) -> T {
-    if x > T::ZERO { T::ONE } else { T::ZERO }
-}
-
-/// `min <= max` and neither NaN, for `clamp`-like ops.
-pub(crate) fn check_bounds(op: &'static str, min: Option<f64>, max: Option<f64>) -> Result<()> {
-    if let (Some(lo), Some(hi)) = (min, max) {
-        if lo > hi {
-            return Err(Error::InvalidArgument {
-                op,
-                reason: "min must not exceed max",
-            });
-        }
-    }
-    if min.is_some_and(f64::is_nan) || max.is_some_and(f64::is_nan) {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "bounds must not be NaN",
-        });
-    }
-    Ok(())
-}
+use super::scalar::*;
 
 unary_table! {
     /// `-x`.
@@ -579,29 +490,6 @@ unary_table! {
         example: "assert!((x.elu(1.0)?.to_vec::<f32>()?[0] + 0.63212055).abs() < 1e-6);",
         check: [("alpha=1.5", NonZero, false, true, |x| x.elu(1.5))],
     }
-}
-
-/// A parameter that must be a finite number.
-fn check_finite(op: &'static str, v: f64) -> Result<()> {
-    if v.is_finite() {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument {
-            op,
-            reason: "the parameter must be a finite number",
-        })
-    }
-}
-
-/// Softplus's `beta` (finite, not 0) and `threshold` (not NaN).
-fn check_softplus(beta: f64, threshold: f64) -> Result<()> {
-    if !beta.is_finite() || beta == 0.0 || threshold.is_nan() {
-        return Err(Error::InvalidArgument {
-            op: "softplus",
-            reason: "beta must be finite and non-zero and threshold not NaN (PyTorch's defaults: beta 1, threshold 20)",
-        });
-    }
-    Ok(())
 }
 
 impl Tensor {

@@ -208,7 +208,7 @@ impl Tensor {
 }
 
 pub(crate) fn check_clamp(min: Option<f64>, max: Option<f64>) -> Result<()> {
-    crate::ops::unary::check_bounds("clamp", min, max)
+    crate::ops::scalar::check_bounds("clamp", min, max)
 }
 
 // ------------------------------------------------------------ operators

@@ -60,6 +60,18 @@ pub fn devices() -> Vec<(&'static str, Device)> {
 /// feature (which skips, printing one line, when no GPU is present).
 #[macro_export]
 macro_rules! test_device {
+    // `test_device!(cuda: name, |dev| { ... })`: CUDA device 0 only (feature
+    // `cuda`; skips with one printed line when no GPU is present), for what
+    // is specific to the CUDA backend.
+    (cuda: $name:ident, |$dev:ident| $body:block) => {
+        #[test]
+        fn $name() {
+            if let Some($dev) = $crate::common::cuda() {
+                let run = |$dev: &kael_core::Device| -> kael_core::Result<()> { $body };
+                run(&$dev).unwrap();
+            }
+        }
+    };
     ($name:ident, $body:expr) => {
         mod $name {
             #[allow(unused_imports)]
