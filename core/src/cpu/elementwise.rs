@@ -237,6 +237,33 @@ impl<T: Scalar> CompareKernel<T> for Walk<'_> {
     }
 }
 
+/// Runs kernel `$k` with table op `$op`'s function for `$dtype`'s class:
+/// `Some(result)`, or `None` when the op refuses that class; returns early
+/// with the error for bool (`$bool_ok` names what is supported) and for a
+/// dtype outside `$dtypes` (NOTE [Kernel selection]).
+macro_rules! by_dtype {
+    ($dtypes:ident, $ops:ident, $op:ident, $k:ident, $dtype:expr, $bool_ok:literal) => {{
+        let on = |d: DType| dtypes::contains($dtypes, d);
+        match $dtype {
+            DType::F32 if on(DType::F32) => $op.map_float_in::<f32, _, $ops>($k),
+            DType::F64 if on(DType::F64) => $op.map_float_in::<f64, _, $ops>($k),
+            DType::F16 if on(DType::F16) => $op.map_float_in::<half::f16, _, $ops>($k),
+            DType::BF16 if on(DType::BF16) => $op.map_float_in::<half::bf16, _, $ops>($k),
+            DType::I64 if on(DType::I64) => $op.map_int_in::<i64, _, $ops>($k),
+            DType::I32 if on(DType::I32) => $op.map_int_in::<i32, _, $ops>($k),
+            DType::U8 if on(DType::U8) => $op.map_int_in::<u8, _, $ops>($k),
+            DType::Bool => {
+                return Err(Error::UnsupportedDType {
+                    op: $op.name(),
+                    dtype: DType::Bool,
+                    supported: $bool_ok,
+                });
+            }
+            d => return Err(crate::cpu::select::not_enabled($op.name(), d)),
+        }
+    }};
+}
+
 /// The error for a float-only op on an integer dtype.
 fn floats_only(op: &'static str, dtype: DType) -> Error {
     Error::UnsupportedDType {
@@ -283,24 +310,7 @@ pub fn unary_in<const DTYPES: u16, const OPS: u128>(
         srcs: [src, src],
         dst,
     };
-    let on = |d: DType| dtypes::contains(DTYPES, d);
-    let ran = match dst.dtype {
-        DType::F32 if on(DType::F32) => op.map_float_in::<f32, _, OPS>(k),
-        DType::F64 if on(DType::F64) => op.map_float_in::<f64, _, OPS>(k),
-        DType::F16 if on(DType::F16) => op.map_float_in::<half::f16, _, OPS>(k),
-        DType::BF16 if on(DType::BF16) => op.map_float_in::<half::bf16, _, OPS>(k),
-        DType::I64 if on(DType::I64) => op.map_int_in::<i64, _, OPS>(k),
-        DType::I32 if on(DType::I32) => op.map_int_in::<i32, _, OPS>(k),
-        DType::U8 if on(DType::U8) => op.map_int_in::<u8, _, OPS>(k),
-        DType::Bool => {
-            return Err(Error::UnsupportedDType {
-                op: name,
-                dtype: DType::Bool,
-                supported: "numeric dtypes",
-            });
-        }
-        d => return Err(crate::cpu::select::not_enabled(name, d)),
-    };
+    let ran = by_dtype!(DTYPES, OPS, op, k, dst.dtype, "numeric dtypes");
     ran.unwrap_or_else(|| Err(floats_only(name, dst.dtype)))
 }
 
@@ -336,24 +346,7 @@ pub fn binary_in<const DTYPES: u16, const OPS: u128>(
         srcs: [lhs, rhs],
         dst,
     };
-    let on = |d: DType| dtypes::contains(DTYPES, d);
-    let ran = match dst.dtype {
-        DType::F32 if on(DType::F32) => op.map_float_in::<f32, _, OPS>(k),
-        DType::F64 if on(DType::F64) => op.map_float_in::<f64, _, OPS>(k),
-        DType::F16 if on(DType::F16) => op.map_float_in::<half::f16, _, OPS>(k),
-        DType::BF16 if on(DType::BF16) => op.map_float_in::<half::bf16, _, OPS>(k),
-        DType::I64 if on(DType::I64) => op.map_int_in::<i64, _, OPS>(k),
-        DType::I32 if on(DType::I32) => op.map_int_in::<i32, _, OPS>(k),
-        DType::U8 if on(DType::U8) => op.map_int_in::<u8, _, OPS>(k),
-        DType::Bool => {
-            return Err(Error::UnsupportedDType {
-                op: name,
-                dtype: DType::Bool,
-                supported: "f32, f64, f16, bf16",
-            });
-        }
-        d => return Err(crate::cpu::select::not_enabled(name, d)),
-    };
+    let ran = by_dtype!(DTYPES, OPS, op, k, dst.dtype, "f32, f64, f16, bf16");
     ran.unwrap_or_else(|| {
         Err(if dst.dtype.is_float() {
             Error::UnsupportedDType {
