@@ -21,6 +21,7 @@
 //! byte copies for a device-memory backend, or [`Error::Unsupported`] (the
 //! default), which the conformance suite reports.
 
+pub mod contract;
 mod inherit;
 pub use inherit::Inherit;
 
@@ -68,6 +69,18 @@ pub enum ReduceOp {
     Prod,
 }
 
+impl ReduceOp {
+    /// The op's name (its `Tensor` method).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::Prod => "prod",
+        }
+    }
+}
+
 /// Index-of reductions along one dim; the destination is `I64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgReduceOp {
@@ -75,6 +88,16 @@ pub enum ArgReduceOp {
     ArgMax,
     /// Index of the (first) minimum.
     ArgMin,
+}
+
+impl ArgReduceOp {
+    /// The op's name (its `Tensor` method).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ArgReduceOp::ArgMax => "argmax",
+            ArgReduceOp::ArgMin => "argmin",
+        }
+    }
 }
 
 /// One backend: allocation, copies, and every kernel family.

@@ -3,6 +3,7 @@
 //! Every kernel walks the destination's shape over arbitrary strides; the
 //! tensor layer has broadcast the sources to that shape (stride 0).
 
+use crate::backend::contract::no_alias;
 use crate::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use crate::cpu::select::{dtypes, ops};
 use crate::device_kind::DeviceKind;
@@ -73,16 +74,6 @@ pub fn map2_same<T: Scalar>(
         };
         d[od] = f(x, y);
     });
-    Ok(())
-}
-
-fn no_alias(op: &'static str, srcs: &[&Src<'_>], dst: &Dst<'_>) -> Result<()> {
-    if srcs.iter().any(|s| core::ptr::eq(s.storage, dst.storage)) {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
-        });
-    }
     Ok(())
 }
 

@@ -5,11 +5,11 @@
 //! so a bad index ([`Error::IndexOutOfRange`], negative ones included, as in
 //! PyTorch's `index_select`) leaves the destination untouched.
 //!
-//! The tensor layer has validated dims, ranks and shapes (see the
-//! [`Backend`](crate::backend::Backend) methods); the kernels re-check only
-//! what they need to index storage safely.
+//! The structural checks (dtypes, dims, ranks, shapes, aliasing) are the
+//! kernel contract's, shared with every backend (NOTE [Kernel contract
+//! checks] in [`crate::backend::contract`]); the kernels check index values.
 
-use crate::backend::{Dst, Src};
+use crate::backend::{Dst, Src, contract};
 use crate::cpu::select::dtypes;
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
@@ -103,58 +103,6 @@ fn check_all(op: &'static str, index: &Src<'_>, size: usize) -> Result<()> {
     bad.map_or(Ok(()), Err)
 }
 
-fn no_alias(op: &'static str, srcs: &[&Src<'_>], dst: &Dst<'_>) -> Result<()> {
-    if srcs.iter().any(|s| core::ptr::eq(s.storage, dst.storage)) {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
-        });
-    }
-    Ok(())
-}
-
-fn same_dtype(op: &'static str, src: &Src<'_>, dst: &Dst<'_>) -> Result<()> {
-    if src.dtype == dst.dtype {
-        Ok(())
-    } else {
-        Err(Error::DTypeMismatch {
-            op,
-            expected: dst.dtype,
-            got: src.dtype,
-        })
-    }
-}
-
-fn check_dim(op: &'static str, dim: usize, l: &Layout) -> Result<()> {
-    if dim < l.rank() {
-        Ok(())
-    } else {
-        Err(Error::DimOutOfRange {
-            op,
-            dim: dim as isize,
-            rank: l.rank(),
-        })
-    }
-}
-
-fn shape_err(op: &'static str, expected: &[usize], got: &[usize]) -> Error {
-    Error::ShapeMismatch {
-        op,
-        expected: crate::error::ErrShape::of(expected),
-        got: crate::error::ErrShape::of(got),
-    }
-}
-
-/// Whether `inner` fits inside `outer` on every dim except `skip`.
-fn fits(inner: &[usize], outer: &[usize], skip: Option<usize>) -> bool {
-    inner.len() == outer.len()
-        && inner
-            .iter()
-            .zip(outer)
-            .enumerate()
-            .all(|(d, (&i, &o))| Some(d) == skip || i <= o)
-}
-
 /// `layout` restricted to `shape` (each size at most the layout's), with
 /// the stride of `zero_dim` (if any) set to 0.
 fn restricted(layout: &Layout, shape: &[usize], zero_dim: Option<usize>) -> Result<Layout> {
@@ -163,18 +111,6 @@ fn restricted(layout: &Layout, shape: &[usize], zero_dim: Option<usize>) -> Resu
         strides[d] = 0;
     }
     Layout::new(shape, &strides, layout.offset())
-}
-
-fn require_numeric(op: &'static str, dtype: DType) -> Result<()> {
-    if dtype == DType::Bool {
-        Err(Error::UnsupportedDType {
-            op,
-            dtype,
-            supported: "f32, f64, f16, bf16, i64, i32, u8",
-        })
-    } else {
-        Ok(())
-    }
 }
 
 /// `index_select` along `dim`: `dst` is `src` with `dim` resized to the
@@ -199,15 +135,8 @@ pub fn index_select_in<const DTYPES: u16>(
     dst: Dst<'_>,
 ) -> Result<()> {
     const OP: &str = "index_select";
-    same_dtype(OP, &src, &dst)?;
-    check_dim(OP, dim, src.layout)?;
+    contract::index_select(src, dim, indices, dst)?;
     let ix = read_1d(OP, &indices, src.layout.shape()[dim])?;
-    let mut want = src.layout.shape().clone();
-    want[dim] = ix.len();
-    if dst.layout.shape() != &want {
-        return Err(shape_err(OP, &want, dst.layout.shape()));
-    }
-    no_alias(OP, &[&src], &dst)?;
     dispatch_in!(DTYPES, OP, dst.dtype, T => {
         let gs = src.storage.read(OP)?;
         let mut gd = dst.storage.write(OP)?;
@@ -244,17 +173,9 @@ pub fn gather_in<const DTYPES: u16>(
     dst: Dst<'_>,
 ) -> Result<()> {
     const OP: &str = "gather";
-    same_dtype(OP, &src, &dst)?;
-    check_dim(OP, dim, src.layout)?;
+    contract::gather(src, dim, index, dst)?;
     let ishape = index.layout.shape();
-    if dst.layout.shape() != ishape {
-        return Err(shape_err(OP, ishape, dst.layout.shape()));
-    }
-    if !fits(ishape, src.layout.shape(), Some(dim)) {
-        return Err(shape_err(OP, src.layout.shape(), ishape));
-    }
     check_all(OP, &index, src.layout.shape()[dim])?;
-    no_alias(OP, &[&src, &index], &dst)?;
     let base = restricted(src.layout, ishape, Some(dim))?;
     let step = src.layout.strides()[dim];
     dispatch_in!(DTYPES, OP, dst.dtype, T => {
@@ -295,16 +216,8 @@ pub fn index_add_in<const DTYPES: u16>(
     src: Src<'_>,
 ) -> Result<()> {
     const OP: &str = "index_add";
-    require_numeric(OP, dst.dtype)?;
-    same_dtype(OP, &src, &dst)?;
-    check_dim(OP, dim, dst.layout)?;
+    contract::index_add(dst, dim, indices, src)?;
     let ix = read_1d(OP, &indices, dst.layout.shape()[dim])?;
-    let mut want = dst.layout.shape().clone();
-    want[dim] = ix.len();
-    if src.layout.shape() != &want {
-        return Err(shape_err(OP, &want, src.layout.shape()));
-    }
-    no_alias(OP, &[&src, &indices], &dst)?;
     dispatch_in!(DTYPES, OP, dst.dtype, T => {
         let gs = src.storage.read(OP)?;
         let mut gd = dst.storage.write(OP)?;
@@ -343,18 +256,9 @@ pub fn scatter_add_in<const DTYPES: u16>(
     src: Src<'_>,
 ) -> Result<()> {
     const OP: &str = "scatter_add";
-    require_numeric(OP, dst.dtype)?;
-    same_dtype(OP, &src, &dst)?;
-    check_dim(OP, dim, dst.layout)?;
+    contract::scatter_add(dst, dim, index, src)?;
     let ishape = index.layout.shape();
-    if !fits(ishape, src.layout.shape(), None) {
-        return Err(shape_err(OP, src.layout.shape(), ishape));
-    }
-    if !fits(ishape, dst.layout.shape(), Some(dim)) {
-        return Err(shape_err(OP, dst.layout.shape(), ishape));
-    }
     check_all(OP, &index, dst.layout.shape()[dim])?;
-    no_alias(OP, &[&src, &index], &dst)?;
     let from = restricted(src.layout, ishape, None)?;
     let base = restricted(dst.layout, ishape, Some(dim))?;
     let step = dst.layout.strides()[dim];

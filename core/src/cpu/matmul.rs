@@ -24,7 +24,7 @@
 //! most) are allocated fallibly before any work: running out is
 //! [`Error::OutOfMemory`] with `dst` untouched.
 
-use crate::backend::{Dst, Src};
+use crate::backend::{Dst, Src, contract};
 use crate::cpu::select::dtypes;
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
@@ -150,24 +150,8 @@ pub fn matmul(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
 /// As [`matmul`], and [`Error::UnsupportedDType`] for a dtype outside
 /// `DTYPES`.
 pub fn matmul_in<const DTYPES: u16>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-    if lhs.dtype != dst.dtype || rhs.dtype != dst.dtype {
-        return Err(Error::DTypeMismatch {
-            op: "matmul",
-            expected: dst.dtype,
-            got: if lhs.dtype != dst.dtype {
-                lhs.dtype
-            } else {
-                rhs.dtype
-            },
-        });
-    }
-    let dims = Dims3::of(&lhs, &rhs, &dst)?;
-    if core::ptr::eq(lhs.storage, dst.storage) || core::ptr::eq(rhs.storage, dst.storage) {
-        return Err(Error::InvalidArgument {
-            op: "matmul",
-            reason: "the destination shares storage with an operand; write into a fresh tensor",
-        });
-    }
+    let mk = contract::matmul(lhs, rhs, dst)?;
+    let dims = Dims3::of(&lhs, &rhs, &dst, mk)?;
     match dst.dtype {
         DType::F32 => {
             dispatch_in!(@arm DTYPES, "matmul", F32, T = f32, gemm::<T>(lhs, rhs, dst, &dims))
@@ -218,29 +202,12 @@ struct Dims3 {
 }
 
 impl Dims3 {
-    fn of(lhs: &Src<'_>, rhs: &Src<'_>, dst: &Dst<'_>) -> Result<Self> {
-        let bad = |reason| Error::InvalidArgument {
-            op: "matmul",
-            reason,
-        };
+    /// The strides and batch layouts of operands that passed
+    /// [`contract::matmul`].
+    fn of(lhs: &Src<'_>, rhs: &Src<'_>, dst: &Dst<'_>, mk: contract::MatmulShape) -> Result<Self> {
+        let contract::MatmulShape { m, k, n } = mk;
         let rank = dst.layout.rank();
-        if rank < 2 || lhs.layout.rank() != rank || rhs.layout.rank() != rank {
-            return Err(bad(
-                "the kernel needs lhs, rhs and dst of one rank >= 2; use Tensor::matmul, which broadcasts",
-            ));
-        }
-        let (ls, rs, ds) = (lhs.layout.shape(), rhs.layout.shape(), dst.layout.shape());
-        let (m, k, n) = (ls[rank - 2], ls[rank - 1], rs[rank - 1]);
-        if rs[rank - 2] != k || ds[rank - 2] != m || ds[rank - 1] != n {
-            return Err(bad(
-                "shapes must be lhs [.., m, k], rhs [.., k, n], dst [.., m, n]; use Tensor::matmul",
-            ));
-        }
-        if ls[..rank - 2] != ds[..rank - 2] || rs[..rank - 2] != ds[..rank - 2] {
-            return Err(bad(
-                "batch dims must already be broadcast to dst's; use Tensor::matmul",
-            ));
-        }
+        let ds = dst.layout.shape();
         let batch_of =
             |l: &Layout| Layout::new(&ds[..rank - 2], &l.strides()[..rank - 2], l.offset());
         let (a, b, c) = (

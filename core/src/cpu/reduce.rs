@@ -23,12 +23,12 @@
 //! in the last bits; every other dtype is unchanged. `Device::cpu()` never
 //! uses it.
 
-use crate::backend::{ArgReduceOp, Dst, ReduceOp, Src};
+use crate::backend::{ArgReduceOp, Dst, ReduceOp, Src, contract};
 use crate::cpu::elementwise::aliases;
 use crate::cpu::select::dtypes;
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
-use crate::error::{ErrShape, Error, Result};
+use crate::error::{Error, Result};
 use crate::layout::{Layout, walk};
 use crate::shape::contiguous_strides;
 use crate::storage::{typed, typed_mut};
@@ -173,15 +173,6 @@ impl Acc for i64 {
     }
 }
 
-fn reduce_name(op: ReduceOp) -> &'static str {
-    match op {
-        ReduceOp::Sum => "sum",
-        ReduceOp::Max => "max",
-        ReduceOp::Min => "min",
-        ReduceOp::Prod => "prod",
-    }
-}
-
 /// `n` copies of `value`, failing with [`Error::OutOfMemory`] instead of aborting.
 fn scratch<A: Copy>(n: usize, value: A) -> Result<Vec<A>> {
     let mut v = Vec::new();
@@ -192,50 +183,6 @@ fn scratch<A: Copy>(n: usize, value: A) -> Result<Vec<A>> {
     v.resize(n, value);
     Ok(v)
 }
-
-/// Errors unless `dims` is sorted, distinct and in range, and `dst` has
-/// `src`'s shape with those dims set to 1.
-fn check_reduced_shape(op: &'static str, src: &Layout, dims: &[usize], dst: &Layout) -> Result<()> {
-    let rank = src.rank();
-    if dims.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "the reduced dims must be sorted and distinct; sort them and remove duplicates",
-        });
-    }
-    if let Some(&d) = dims.last().filter(|&&d| d >= rank) {
-        return Err(Error::DimOutOfRange {
-            op,
-            dim: d as isize,
-            rank,
-        });
-    }
-    let mut want = src.shape().clone();
-    for &d in dims {
-        want[d] = 1;
-    }
-    if dst.shape() != &want {
-        return Err(Error::ShapeMismatch {
-            op,
-            expected: ErrShape::of(&want),
-            got: ErrShape::of(dst.shape()),
-        });
-    }
-    Ok(())
-}
-
-fn refuse_bool(op: &'static str, dtype: DType) -> Result<()> {
-    if dtype == DType::Bool {
-        return Err(Error::UnsupportedDType {
-            op,
-            dtype,
-            supported: "f32, f64, f16, bf16, i64, i32, u8",
-        });
-    }
-    Ok(())
-}
-
-const EMPTY_DIM: &str = "cannot reduce a dimension of size 0: max, min, argmax and argmin have no identity value; reduce a non-empty dimension (sum and prod accept empty ones)";
 
 /// Reduces `dims` of `src` into `dst` (same rank, those dims of size 1).
 ///
@@ -266,17 +213,8 @@ pub fn reduce_in<const DTYPES: u16, const F32_ACC: bool>(
     dims: &[usize],
     dst: Dst<'_>,
 ) -> Result<()> {
-    let name = reduce_name(op);
-    check_reduced_shape(name, src.layout, dims, dst.layout)?;
-    refuse_bool(name, src.dtype)?;
-    refuse_bool(name, dst.dtype)?;
-    let empty_dim = dims.iter().any(|&d| src.layout.shape()[d] == 0);
-    if matches!(op, ReduceOp::Max | ReduceOp::Min) && empty_dim && dst.layout.numel() > 0 {
-        return Err(Error::InvalidArgument {
-            op: name,
-            reason: EMPTY_DIM,
-        });
-    }
+    let name = op.name();
+    contract::reduce(op, src, dims, dst)?;
     if F32_ACC && src.dtype == DType::F32 {
         reduce_with::<Kahan32, DTYPES>(op, name, src, dims, dst)
     } else if src.dtype.is_float() {
@@ -358,26 +296,9 @@ pub fn arg_reduce_in<const DTYPES: u16>(
     dim: usize,
     dst: Dst<'_>,
 ) -> Result<()> {
-    let name = match op {
-        ArgReduceOp::ArgMax => "argmax",
-        ArgReduceOp::ArgMin => "argmin",
-    };
-    check_reduced_shape(name, src.layout, &[dim], dst.layout)?;
-    refuse_bool(name, src.dtype)?;
-    if dst.dtype != DType::I64 {
-        return Err(Error::DTypeMismatch {
-            op: name,
-            expected: DType::I64,
-            got: dst.dtype,
-        });
-    }
+    let name = op.name();
+    contract::arg_reduce(op, src, dim, dst)?;
     let len = src.layout.shape()[dim];
-    if len == 0 && dst.layout.numel() > 0 {
-        return Err(Error::InvalidArgument {
-            op: name,
-            reason: EMPTY_DIM,
-        });
-    }
     let mut out = scratch(dst.layout.numel(), 0i64)?;
     let rows = rows_of(src.layout, dim);
     let step = src.layout.strides()[dim];
@@ -450,28 +371,7 @@ pub fn softmax_in<const DTYPES: u16, const F32_ACC: bool>(
     dst: Dst<'_>,
 ) -> Result<()> {
     let name = if log { "log_softmax" } else { "softmax" };
-    let rank = src.layout.rank();
-    if dim >= rank {
-        return Err(Error::DimOutOfRange {
-            op: name,
-            dim: dim as isize,
-            rank,
-        });
-    }
-    if src.layout.shape() != dst.layout.shape() {
-        return Err(Error::ShapeMismatch {
-            op: name,
-            expected: ErrShape::of(src.layout.shape()),
-            got: ErrShape::of(dst.layout.shape()),
-        });
-    }
-    if src.dtype != dst.dtype {
-        return Err(Error::DTypeMismatch {
-            op: name,
-            expected: src.dtype,
-            got: dst.dtype,
-        });
-    }
+    contract::softmax(src, dim, log, dst)?;
     match src.dtype {
         DType::F32 if F32_ACC => {
             if dtypes::contains(DTYPES, DType::F32) {

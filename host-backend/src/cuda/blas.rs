@@ -17,7 +17,7 @@ use super::kernels::{KLayout, per_element};
 use super::ops::Scratch;
 use cudarc::cublas::{result as blas, sys};
 use cudarc::driver::PushKernelArg;
-use kael_core::backend::{Dst, Src};
+use kael_core::backend::{Dst, Src, contract};
 use kael_core::{DType, Error, Result};
 use std::ffi::c_void;
 
@@ -143,46 +143,10 @@ impl CudaBackend {
     }
 
     pub(crate) fn matmul_op(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        for s in [&lhs, &rhs] {
-            if s.dtype != dst.dtype {
-                return Err(Error::DTypeMismatch {
-                    op: OP,
-                    expected: dst.dtype,
-                    got: s.dtype,
-                });
-            }
-        }
-        if dst.dtype == DType::Bool {
-            return Err(Error::UnsupportedDType {
-                op: OP,
-                dtype: DType::Bool,
-                supported: "f32, f64, f16, bf16, i64, i32, u8",
-            });
-        }
         let bad = |reason| Error::InvalidArgument { op: OP, reason };
+        let contract::MatmulShape { m, k, n } = contract::matmul(lhs, rhs, dst)?;
         let r = dst.layout.rank();
-        if r < 2 || lhs.layout.rank() != r || rhs.layout.rank() != r {
-            return Err(bad(
-                "the kernel needs lhs, rhs and dst of one rank >= 2; use Tensor::matmul, which broadcasts",
-            ));
-        }
-        let (ls, rs, ds) = (lhs.layout.shape(), rhs.layout.shape(), dst.layout.shape());
-        let (m, k, n) = (ls[r - 2], ls[r - 1], rs[r - 1]);
-        if rs[r - 2] != k || ds[r - 2] != m || ds[r - 1] != n {
-            return Err(bad(
-                "shapes must be lhs [.., m, k], rhs [.., k, n], dst [.., m, n]; use Tensor::matmul",
-            ));
-        }
-        if ls[..r - 2] != ds[..r - 2] || rs[..r - 2] != ds[..r - 2] {
-            return Err(bad(
-                "batch dims must already be broadcast to dst's; use Tensor::matmul",
-            ));
-        }
-        if std::ptr::eq(lhs.storage, dst.storage) || std::ptr::eq(rhs.storage, dst.storage) {
-            return Err(bad(
-                "the destination shares storage with an operand; write into a fresh tensor",
-            ));
-        }
+        let ds = dst.layout.shape();
         if dst.layout.numel() == 0 {
             return Ok(());
         }

@@ -5,11 +5,9 @@
 
 use super::CudaBackend;
 use super::kernels::{KLayout, per_element};
-use super::ops::{
-    Scratch, check_dim, launch, n_i64, no_alias, refuse_bool, rows_of, same_dtype, same_shape,
-};
+use super::ops::{Scratch, launch, n_i64, rows_of};
 use cudarc::driver::PushKernelArg;
-use kael_core::backend::{Dst, Src};
+use kael_core::backend::{Dst, Src, contract};
 use kael_core::{DType, Error, Layout, Result};
 
 impl CudaBackend {
@@ -83,22 +81,9 @@ impl CudaBackend {
         dst: Dst<'_>,
     ) -> Result<()> {
         const OP: &str = "index_select";
-        same_dtype(OP, dst.dtype, src.dtype)?;
-        check_dim(OP, dim, src.layout)?;
-        if indices.layout.rank() != 1 {
-            return Err(Error::RankMismatch {
-                op: OP,
-                expected: "1",
-                got: indices.layout.rank(),
-            });
-        }
+        contract::index_select(src, dim, indices, dst)?;
         let values = self.index_values(OP, &indices)?;
         let size = src.layout.shape()[dim];
-        let mut want = src.layout.shape().to_vec();
-        want[dim] = values.len();
-        let want = Layout::contiguous(&want)?;
-        same_shape(OP, &want, dst.layout)?;
-        no_alias(OP, &[&src], &dst)?;
         let ix = self.upload_indices(OP, &values, size)?;
         let n = dst.layout.numel();
         if n == 0 {
@@ -118,25 +103,9 @@ impl CudaBackend {
         dst: Dst<'_>,
     ) -> Result<()> {
         const OP: &str = "gather";
-        same_dtype(OP, dst.dtype, src.dtype)?;
-        check_dim(OP, dim, src.layout)?;
-        same_shape(OP, index.layout, dst.layout)?;
-        let (ishape, sshape) = (index.layout.shape(), src.layout.shape());
-        let fits = ishape.len() == sshape.len()
-            && ishape
-                .iter()
-                .zip(sshape.iter())
-                .enumerate()
-                .all(|(d, (&i, &s))| d == dim || i <= s);
-        if !fits {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                expected: kael_core::error::ErrShape::of(sshape),
-                got: kael_core::error::ErrShape::of(ishape),
-            });
-        }
+        contract::gather(src, dim, index, dst)?;
+        let sshape = src.layout.shape();
         let values = self.index_values(OP, &index)?;
-        no_alias(OP, &[&src, &index], &dst)?;
         let ix = self.upload_indices(OP, &values, sshape[dim])?;
         let n = dst.layout.numel();
         if n == 0 {
@@ -156,22 +125,8 @@ impl CudaBackend {
         src: Src<'_>,
     ) -> Result<()> {
         const OP: &str = "index_add";
-        refuse_bool(OP, dst.dtype)?;
-        same_dtype(OP, dst.dtype, src.dtype)?;
-        check_dim(OP, dim, dst.layout)?;
-        if indices.layout.rank() != 1 {
-            return Err(Error::RankMismatch {
-                op: OP,
-                expected: "1",
-                got: indices.layout.rank(),
-            });
-        }
+        contract::index_add(dst, dim, indices, src)?;
         let values = self.index_values(OP, &indices)?;
-        let mut want = dst.layout.shape().to_vec();
-        want[dim] = values.len();
-        let want = Layout::contiguous(&want)?;
-        same_shape(OP, &want, src.layout)?;
-        no_alias(OP, &[&src, &indices], &dst)?;
         let ix = self.upload_indices(OP, &values, dst.layout.shape()[dim])?;
         let n_idx = values.len();
         if src.layout.numel() == 0 {
@@ -193,34 +148,9 @@ impl CudaBackend {
         src: Src<'_>,
     ) -> Result<()> {
         const OP: &str = "scatter_add";
-        refuse_bool(OP, dst.dtype)?;
-        same_dtype(OP, dst.dtype, src.dtype)?;
-        check_dim(OP, dim, dst.layout)?;
+        contract::scatter_add(dst, dim, index, src)?;
         let ishape = index.layout.shape();
-        let fits = |outer: &[usize], skip: Option<usize>| {
-            ishape.len() == outer.len()
-                && ishape
-                    .iter()
-                    .zip(outer)
-                    .enumerate()
-                    .all(|(d, (&i, &o))| Some(d) == skip || i <= o)
-        };
-        if !fits(src.layout.shape(), None) {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                expected: kael_core::error::ErrShape::of(src.layout.shape()),
-                got: kael_core::error::ErrShape::of(ishape),
-            });
-        }
-        if !fits(dst.layout.shape(), Some(dim)) {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                expected: kael_core::error::ErrShape::of(dst.layout.shape()),
-                got: kael_core::error::ErrShape::of(ishape),
-            });
-        }
         let values = self.index_values(OP, &index)?;
-        no_alias(OP, &[&src, &index], &dst)?;
         let ix = self.upload_indices(OP, &values, dst.layout.shape()[dim])?;
         let n = index.layout.numel();
         if n == 0 {

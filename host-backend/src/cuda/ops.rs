@@ -9,6 +9,7 @@ use super::kernels::{KLayout, dcode, per_element};
 use super::{CudaAllocator, CudaBackend, driver_error};
 use cudarc::driver::{DeviceRepr, PushKernelArg, result};
 use kael_core::allocator::{Allocator, BUFFER_ALIGN};
+pub(crate) use kael_core::backend::contract::{no_alias, same_dtype};
 use kael_core::backend::{Backend, BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use kael_core::{DType, Error, Layout, Result, Storage, bf16, f16};
 use std::alloc::Layout as MemLayout;
@@ -87,24 +88,6 @@ pub(crate) fn launch_copy(
     launch!(be, dtype, "k_copy", per_element(n); dst.0, src.0, &nn, &dst.1, &src.1)
 }
 
-pub(crate) fn no_alias(op: &'static str, srcs: &[&Src<'_>], dst: &Dst<'_>) -> Result<()> {
-    if srcs.iter().any(|s| std::ptr::eq(s.storage, dst.storage)) {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
-        });
-    }
-    Ok(())
-}
-
-pub(crate) fn same_dtype(op: &'static str, expected: DType, got: DType) -> Result<()> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Error::DTypeMismatch { op, expected, got })
-    }
-}
-
 pub(crate) fn same_shape(op: &'static str, expected: &Layout, got: &Layout) -> Result<()> {
     if expected.shape() == got.shape() {
         Ok(())
@@ -114,30 +97,6 @@ pub(crate) fn same_shape(op: &'static str, expected: &Layout, got: &Layout) -> R
             expected: kael_core::error::ErrShape::of(expected.shape()),
             got: kael_core::error::ErrShape::of(got.shape()),
         })
-    }
-}
-
-pub(crate) fn check_dim(op: &'static str, dim: usize, l: &Layout) -> Result<()> {
-    if dim < l.rank() {
-        Ok(())
-    } else {
-        Err(Error::DimOutOfRange {
-            op,
-            dim: dim as isize,
-            rank: l.rank(),
-        })
-    }
-}
-
-pub(crate) fn refuse_bool(op: &'static str, dtype: DType) -> Result<()> {
-    if dtype == DType::Bool {
-        Err(Error::UnsupportedDType {
-            op,
-            dtype,
-            supported: "f32, f64, f16, bf16, i64, i32, u8",
-        })
-    } else {
-        Ok(())
     }
 }
 

@@ -1,12 +1,14 @@
 //! Host side of the reductions: sum/max/min/prod over dims, argmax/argmin,
-//! softmax. Checks mirror the reference backend's (core/src/cpu/reduce.rs).
+//! softmax. The argument checks are the kernel contract's (NOTE [Kernel
+//! contract checks] in kael_core::backend::contract), shared with the
+//! reference backend.
 
 use super::CudaBackend;
 use super::kernels::{KLayout, dcode, per_element, per_row};
-use super::ops::{check_dim, launch, n_i64, refuse_bool, rows_of, same_dtype, same_shape};
+use super::ops::{launch, n_i64, rows_of};
 use cudarc::driver::PushKernelArg;
-use kael_core::backend::{ArgReduceOp, Dst, ReduceOp, Src};
-use kael_core::{DType, Error, Result};
+use kael_core::Result;
+use kael_core::backend::{ArgReduceOp, Dst, ReduceOp, Src, contract};
 
 fn reduce_code(op: ReduceOp) -> (i32, &'static str) {
     match op {
@@ -20,8 +22,6 @@ fn reduce_code(op: ReduceOp) -> (i32, &'static str) {
 /// Reductions over fewer elements than this run one thread per output.
 const SMALL_REDUCTION: usize = 64;
 
-const EMPTY_DIM: &str = "cannot reduce a dimension of size 0: max, min, argmax and argmin have no identity value; reduce a non-empty dimension (sum and prod accept empty ones)";
-
 impl CudaBackend {
     pub(crate) fn reduce_op(
         &self,
@@ -31,41 +31,8 @@ impl CudaBackend {
         dst: Dst<'_>,
     ) -> Result<()> {
         let (code, name) = reduce_code(op);
-        let rank = src.layout.rank();
-        if dims.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(Error::InvalidArgument {
-                op: name,
-                reason: "the reduced dims must be sorted and distinct; sort them and remove duplicates",
-            });
-        }
-        if let Some(&d) = dims.last().filter(|&&d| d >= rank) {
-            return Err(Error::DimOutOfRange {
-                op: name,
-                dim: d as isize,
-                rank,
-            });
-        }
-        let mut want = src.layout.shape().to_vec();
-        for &d in dims {
-            want[d] = 1;
-        }
-        if dst.layout.shape()[..] != want[..] {
-            return Err(Error::ShapeMismatch {
-                op: name,
-                expected: kael_core::error::ErrShape::of(&want),
-                got: kael_core::error::ErrShape::of(dst.layout.shape()),
-            });
-        }
-        refuse_bool(name, src.dtype)?;
-        refuse_bool(name, dst.dtype)?;
+        contract::reduce(op, src, dims, dst)?;
         let n_out = dst.layout.numel();
-        let empty_dim = dims.iter().any(|&d| src.layout.shape()[d] == 0);
-        if matches!(op, ReduceOp::Max | ReduceOp::Min) && empty_dim && n_out > 0 {
-            return Err(Error::InvalidArgument {
-                op: name,
-                reason: EMPTY_DIM,
-            });
-        }
         if n_out == 0 {
             return Ok(());
         }
@@ -98,19 +65,10 @@ impl CudaBackend {
             ArgReduceOp::ArgMax => ("argmax", 0i32),
             ArgReduceOp::ArgMin => ("argmin", 1i32),
         };
-        check_dim(name, dim, src.layout)?;
+        contract::arg_reduce(op, src, dim, dst)?;
         let rows = rows_of(src.layout, dim)?;
-        same_shape(name, &rows, dst.layout)?;
-        refuse_bool(name, src.dtype)?;
-        same_dtype(name, DType::I64, dst.dtype)?;
         let len = src.layout.shape()[dim];
         let n_rows = dst.layout.numel();
-        if len == 0 && n_rows > 0 {
-            return Err(Error::InvalidArgument {
-                op: name,
-                reason: EMPTY_DIM,
-            });
-        }
         if n_rows == 0 {
             return Ok(());
         }
@@ -133,16 +91,7 @@ impl CudaBackend {
         dst: Dst<'_>,
     ) -> Result<()> {
         let name = if log { "log_softmax" } else { "softmax" };
-        check_dim(name, dim, src.layout)?;
-        same_shape(name, src.layout, dst.layout)?;
-        same_dtype(name, src.dtype, dst.dtype)?;
-        if !src.dtype.is_float() {
-            return Err(Error::UnsupportedDType {
-                op: name,
-                dtype: src.dtype,
-                supported: "f32, f64, f16, bf16",
-            });
-        }
+        contract::softmax(src, dim, log, dst)?;
         let n = src.layout.numel();
         if n == 0 {
             return Ok(());

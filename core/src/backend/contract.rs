@@ -1,0 +1,467 @@
+//! The kernel contract's argument checks, written once for every backend.
+//!
+//! NOTE [Kernel contract checks]
+//! The tensor layer validates what users pass; a kernel still receives
+//! storages and layouts it must index safely, and its `Backend` method is
+//! public. The structural checks of each family (dtypes agree, dims in
+//! range, shapes as documented on the `Backend` method, no destination
+//! shared with a source) live here, and the reference and CUDA kernels call
+//! the same functions, so their errors cannot drift apart. Index *values*
+//! are checked by each kernel, which is the only place that reads them.
+
+use super::{ArgReduceOp, Dst, ReduceOp, Src};
+use crate::dtype::DType;
+use crate::error::{ErrShape, Error, Result};
+use crate::layout::Layout;
+
+/// The destination must not share storage with any of `srcs`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `op` and the fix.
+///
+/// ```
+/// use kael_core::backend::{contract, Src};
+/// use kael_core::{Device, DType, Layout, Storage};
+/// let s = Storage::zeroed(16, &Device::cpu())?;
+/// let l = Layout::contiguous(&[4])?;
+/// let x = Src { storage: &s, layout: &l, dtype: DType::F32 };
+/// assert!(contract::no_alias("gather", &[&x], &x).is_err());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn no_alias(op: &'static str, srcs: &[&Src<'_>], dst: &Src<'_>) -> Result<()> {
+    if srcs.iter().any(|s| core::ptr::eq(s.storage, dst.storage)) {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
+        });
+    }
+    Ok(())
+}
+
+/// `got` must be `expected`.
+///
+/// # Errors
+/// [`Error::DTypeMismatch`].
+///
+/// ```
+/// use kael_core::{backend::contract, DType};
+/// assert!(contract::same_dtype("gather", DType::F32, DType::F64).is_err());
+/// ```
+pub fn same_dtype(op: &'static str, expected: DType, got: DType) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::DTypeMismatch { op, expected, got })
+    }
+}
+
+/// `dim` must be a dim of `l`.
+///
+/// # Errors
+/// [`Error::DimOutOfRange`].
+///
+/// ```
+/// use kael_core::{backend::contract, Layout};
+/// assert!(contract::check_dim("gather", 2, &Layout::contiguous(&[3, 4])?).is_err());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn check_dim(op: &'static str, dim: usize, l: &Layout) -> Result<()> {
+    if dim < l.rank() {
+        Ok(())
+    } else {
+        Err(Error::DimOutOfRange {
+            op,
+            dim: isize::try_from(dim).unwrap_or(isize::MAX),
+            rank: l.rank(),
+        })
+    }
+}
+
+/// The accumulating families refuse bool.
+///
+/// # Errors
+/// [`Error::UnsupportedDType`] for `Bool`.
+///
+/// ```
+/// use kael_core::{backend::contract, DType};
+/// assert!(contract::refuse_bool("index_add", DType::Bool).is_err());
+/// ```
+pub fn refuse_bool(op: &'static str, dtype: DType) -> Result<()> {
+    if dtype == DType::Bool {
+        Err(Error::UnsupportedDType {
+            op,
+            dtype,
+            supported: "f32, f64, f16, bf16, i64, i32, u8",
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn shape_err(op: &'static str, expected: &[usize], got: &[usize]) -> Error {
+    Error::ShapeMismatch {
+        op,
+        expected: ErrShape::of(expected),
+        got: ErrShape::of(got),
+    }
+}
+
+/// Whether `inner` has `outer`'s rank and is no larger in each dim except
+/// `skip`.
+fn fits(inner: &[usize], outer: &[usize], skip: Option<usize>) -> bool {
+    inner.len() == outer.len()
+        && inner
+            .iter()
+            .zip(outer)
+            .enumerate()
+            .all(|(d, (&i, &o))| Some(d) == skip || i <= o)
+}
+
+fn indices_1d(op: &'static str, indices: &Src<'_>) -> Result<usize> {
+    if indices.layout.rank() != 1 {
+        return Err(Error::RankMismatch {
+            op,
+            expected: "1",
+            got: indices.layout.rank(),
+        });
+    }
+    Ok(indices.layout.numel())
+}
+
+/// `l`'s shape with `dim` (checked to be in range) set to `len`.
+fn with_dim(l: &Layout, dim: usize, len: usize) -> crate::shape::Dims {
+    let mut want = l.shape().clone();
+    want[dim] = len;
+    want
+}
+
+/// The sizes of a batched product `[.., m, k] @ [.., k, n]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatmulShape {
+    /// Rows of lhs and dst.
+    pub m: usize,
+    /// The contracted dim.
+    pub k: usize,
+    /// Columns of rhs and dst.
+    pub n: usize,
+}
+
+/// [`Backend::matmul`](super::Backend::matmul)'s contract: one dtype (not
+/// bool), one rank >= 2, shapes `[.., m, k] @ [.., k, n] -> [.., m, n]`
+/// with batch dims already broadcast to dst's, and a destination that is
+/// not an operand.
+///
+/// # Errors
+/// [`Error::DTypeMismatch`], [`Error::UnsupportedDType`] for bool,
+/// [`Error::InvalidArgument`] naming what to use instead.
+///
+/// ```
+/// use kael_core::backend::{contract, Src};
+/// use kael_core::{Device, DType, Layout, Storage};
+/// let dev = Device::cpu();
+/// let (a, b, c) = (Storage::zeroed(24, &dev)?, Storage::zeroed(48, &dev)?, Storage::zeroed(32, &dev)?);
+/// let (la, lb, lc) = (Layout::contiguous(&[2, 3])?, Layout::contiguous(&[3, 4])?, Layout::contiguous(&[2, 4])?);
+/// let src = |s, l| Src { storage: s, layout: l, dtype: DType::F32 };
+/// let mk = contract::matmul(src(&a, &la), src(&b, &lb), src(&c, &lc))?;
+/// assert_eq!((mk.m, mk.k, mk.n), (2, 3, 4));
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn matmul(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<MatmulShape> {
+    const OP: &str = "matmul";
+    for s in [&lhs, &rhs] {
+        same_dtype(OP, dst.dtype, s.dtype)?;
+    }
+    refuse_bool(OP, dst.dtype)?;
+    let bad = |reason| Error::InvalidArgument { op: OP, reason };
+    let r = dst.layout.rank();
+    if r < 2 || lhs.layout.rank() != r || rhs.layout.rank() != r {
+        return Err(bad(
+            "the kernel needs lhs, rhs and dst of one rank >= 2; use Tensor::matmul, which broadcasts",
+        ));
+    }
+    let (ls, rs, ds) = (lhs.layout.shape(), rhs.layout.shape(), dst.layout.shape());
+    let (m, k, n) = (ls[r - 2], ls[r - 1], rs[r - 1]);
+    if rs[r - 2] != k || ds[r - 2] != m || ds[r - 1] != n {
+        return Err(bad(
+            "shapes must be lhs [.., m, k], rhs [.., k, n], dst [.., m, n]; use Tensor::matmul",
+        ));
+    }
+    if ls[..r - 2] != ds[..r - 2] || rs[..r - 2] != ds[..r - 2] {
+        return Err(bad(
+            "batch dims must already be broadcast to dst's; use Tensor::matmul",
+        ));
+    }
+    if core::ptr::eq(lhs.storage, dst.storage) || core::ptr::eq(rhs.storage, dst.storage) {
+        return Err(bad(
+            "the destination shares storage with an operand; write into a fresh tensor",
+        ));
+    }
+    Ok(MatmulShape { m, k, n })
+}
+
+/// [`Backend::index_select`](super::Backend::index_select)'s contract:
+/// one dtype, `dim` in range, 1-D indices, dst of src's shape with `dim`
+/// the number of indices, dst not src.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, i, d) = (Storage::zeroed(24, &dev)?, Storage::zeroed(16, &dev)?, Storage::zeroed(16, &dev)?);
+/// # let (ls, li, ld) = (Layout::contiguous(&[3, 2])?, Layout::contiguous(&[2])?, Layout::contiguous(&[2, 2])?);
+/// let (src, idx, dst) = (
+///     Src { storage: &s, layout: &ls, dtype: DType::F32 },
+///     Src { storage: &i, layout: &li, dtype: DType::I64 },
+///     Src { storage: &d, layout: &ld, dtype: DType::F32 },
+/// );
+/// contract::index_select(src, 0, idx, dst)?; // [3, 2] rows 2 of them -> [2, 2]
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn index_select(src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    const OP: &str = "index_select";
+    same_dtype(OP, dst.dtype, src.dtype)?;
+    check_dim(OP, dim, src.layout)?;
+    let n = indices_1d(OP, &indices)?;
+    let want = with_dim(src.layout, dim, n);
+    if dst.layout.shape() != &want {
+        return Err(shape_err(OP, &want, dst.layout.shape()));
+    }
+    no_alias(OP, &[&src], &dst)
+}
+
+/// [`Backend::gather`](super::Backend::gather)'s contract: one dtype,
+/// `dim` in range, dst of the index's shape, the index no larger than src
+/// outside `dim`, dst neither src nor the index.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, i, d) = (Storage::zeroed(24, &dev)?, Storage::zeroed(16, &dev)?, Storage::zeroed(8, &dev)?);
+/// # let (ls, li) = (Layout::contiguous(&[3, 2])?, Layout::contiguous(&[1, 2])?);
+/// let (src, idx, dst) = (
+///     Src { storage: &s, layout: &ls, dtype: DType::F32 },
+///     Src { storage: &i, layout: &li, dtype: DType::I64 },
+///     Src { storage: &d, layout: &li, dtype: DType::F32 },
+/// );
+/// contract::gather(src, 0, idx, dst)?;
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn gather(src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    const OP: &str = "gather";
+    same_dtype(OP, dst.dtype, src.dtype)?;
+    check_dim(OP, dim, src.layout)?;
+    let ishape = index.layout.shape();
+    if dst.layout.shape() != ishape {
+        return Err(shape_err(OP, ishape, dst.layout.shape()));
+    }
+    if !fits(ishape, src.layout.shape(), Some(dim)) {
+        return Err(shape_err(OP, src.layout.shape(), ishape));
+    }
+    no_alias(OP, &[&src, &index], &dst)
+}
+
+/// [`Backend::index_add`](super::Backend::index_add)'s contract: a
+/// numeric dtype shared by dst and src, `dim` in range, 1-D indices, src of
+/// dst's shape with `dim` the number of indices, dst neither src nor the
+/// indices.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, i, d) = (Storage::zeroed(8, &dev)?, Storage::zeroed(8, &dev)?, Storage::zeroed(24, &dev)?);
+/// # let (ls, li, ld) = (Layout::contiguous(&[1, 2])?, Layout::contiguous(&[1])?, Layout::contiguous(&[3, 2])?);
+/// let (dst, idx, src) = (
+///     Src { storage: &d, layout: &ld, dtype: DType::F32 },
+///     Src { storage: &i, layout: &li, dtype: DType::I64 },
+///     Src { storage: &s, layout: &ls, dtype: DType::F32 },
+/// );
+/// contract::index_add(dst, 0, idx, src)?;
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn index_add(dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
+    const OP: &str = "index_add";
+    refuse_bool(OP, dst.dtype)?;
+    same_dtype(OP, dst.dtype, src.dtype)?;
+    check_dim(OP, dim, dst.layout)?;
+    let n = indices_1d(OP, &indices)?;
+    let want = with_dim(dst.layout, dim, n);
+    if src.layout.shape() != &want {
+        return Err(shape_err(OP, &want, src.layout.shape()));
+    }
+    no_alias(OP, &[&src, &indices], &dst)
+}
+
+/// [`Backend::scatter_add`](super::Backend::scatter_add)'s contract: a
+/// numeric dtype shared by dst and src, `dim` in range, the index no
+/// larger than src anywhere nor than dst outside `dim`, dst neither src
+/// nor the index.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, i, d) = (Storage::zeroed(8, &dev)?, Storage::zeroed(16, &dev)?, Storage::zeroed(24, &dev)?);
+/// # let (li, ld) = (Layout::contiguous(&[1, 2])?, Layout::contiguous(&[3, 2])?);
+/// let (dst, idx, src) = (
+///     Src { storage: &d, layout: &ld, dtype: DType::F32 },
+///     Src { storage: &i, layout: &li, dtype: DType::I64 },
+///     Src { storage: &s, layout: &li, dtype: DType::F32 },
+/// );
+/// contract::scatter_add(dst, 0, idx, src)?;
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn scatter_add(dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
+    const OP: &str = "scatter_add";
+    refuse_bool(OP, dst.dtype)?;
+    same_dtype(OP, dst.dtype, src.dtype)?;
+    check_dim(OP, dim, dst.layout)?;
+    let ishape = index.layout.shape();
+    if !fits(ishape, src.layout.shape(), None) {
+        return Err(shape_err(OP, src.layout.shape(), ishape));
+    }
+    if !fits(ishape, dst.layout.shape(), Some(dim)) {
+        return Err(shape_err(OP, dst.layout.shape(), ishape));
+    }
+    no_alias(OP, &[&src, &index], &dst)
+}
+
+/// The reason a max/min/argmax/argmin over an empty dim is refused.
+pub const EMPTY_DIM: &str = "cannot reduce a dimension of size 0: max, min, argmax and argmin have no identity value; reduce a non-empty dimension (sum and prod accept empty ones)";
+
+/// `dims` sorted, distinct and in range, and `dst` of `src`'s shape with
+/// those dims set to 1.
+fn reduced_shape(op: &'static str, src: &Layout, dims: &[usize], dst: &Layout) -> Result<()> {
+    let rank = src.rank();
+    if dims.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "the reduced dims must be sorted and distinct; sort them and remove duplicates",
+        });
+    }
+    if let Some(&d) = dims.last().filter(|&&d| d >= rank) {
+        return Err(Error::DimOutOfRange {
+            op,
+            dim: isize::try_from(d).unwrap_or(isize::MAX),
+            rank,
+        });
+    }
+    let mut want = src.shape().clone();
+    for &d in dims {
+        want[d] = 1;
+    }
+    if dst.shape() != &want {
+        return Err(shape_err(op, &want, dst.shape()));
+    }
+    Ok(())
+}
+
+/// [`Backend::reduce`](super::Backend::reduce)'s contract: sorted,
+/// distinct dims in range, dst of src's shape with them set to 1, no bool,
+/// and no max/min over an empty dim.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, ReduceOp, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, d) = (Storage::zeroed(24, &dev)?, Storage::zeroed(8, &dev)?);
+/// # let (ls, ld) = (Layout::contiguous(&[3, 2])?, Layout::contiguous(&[1, 2])?);
+/// let (src, dst) = (
+///     Src { storage: &s, layout: &ls, dtype: DType::F32 },
+///     Src { storage: &d, layout: &ld, dtype: DType::F32 },
+/// );
+/// contract::reduce(ReduceOp::Sum, src, &[0], dst)?;
+/// assert!(contract::reduce(ReduceOp::Sum, src, &[1, 0], dst).is_err()); // unsorted
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn reduce(op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Result<()> {
+    let name = op.name();
+    reduced_shape(name, src.layout, dims, dst.layout)?;
+    refuse_bool(name, src.dtype)?;
+    refuse_bool(name, dst.dtype)?;
+    let empty_dim = dims.iter().any(|&d| src.layout.shape()[d] == 0);
+    if matches!(op, ReduceOp::Max | ReduceOp::Min) && empty_dim && dst.layout.numel() > 0 {
+        return Err(Error::InvalidArgument {
+            op: name,
+            reason: EMPTY_DIM,
+        });
+    }
+    Ok(())
+}
+
+/// [`Backend::arg_reduce`](super::Backend::arg_reduce)'s contract: `dim`
+/// in range, dst (`I64`) of src's shape with `dim` set to 1, no bool
+/// source, a non-empty `dim` unless dst is empty.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, ArgReduceOp, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, d) = (Storage::zeroed(24, &dev)?, Storage::zeroed(16, &dev)?);
+/// # let (ls, ld) = (Layout::contiguous(&[3, 2])?, Layout::contiguous(&[1, 2])?);
+/// let (src, dst) = (
+///     Src { storage: &s, layout: &ls, dtype: DType::F32 },
+///     Src { storage: &d, layout: &ld, dtype: DType::I64 },
+/// );
+/// contract::arg_reduce(ArgReduceOp::ArgMax, src, 0, dst)?;
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn arg_reduce(op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
+    let name = op.name();
+    reduced_shape(name, src.layout, &[dim], dst.layout)?;
+    refuse_bool(name, src.dtype)?;
+    same_dtype(name, DType::I64, dst.dtype)?;
+    if src.layout.shape()[dim] == 0 && dst.layout.numel() > 0 {
+        return Err(Error::InvalidArgument {
+            op: name,
+            reason: EMPTY_DIM,
+        });
+    }
+    Ok(())
+}
+
+/// [`Backend::softmax`](super::Backend::softmax)'s contract: `dim` in
+/// range, dst of src's shape and dtype, a float dtype.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let s = Storage::zeroed(24, &dev)?;
+/// # let l = Layout::contiguous(&[3, 2])?;
+/// let x = Src { storage: &s, layout: &l, dtype: DType::F32 };
+/// contract::softmax(x, 1, false, x)?; // in place is allowed
+/// assert!(contract::softmax(x, 2, false, x).is_err());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn softmax(src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
+    let name = if log { "log_softmax" } else { "softmax" };
+    check_dim(name, dim, src.layout)?;
+    if src.layout.shape() != dst.layout.shape() {
+        return Err(shape_err(name, src.layout.shape(), dst.layout.shape()));
+    }
+    same_dtype(name, src.dtype, dst.dtype)?;
+    if !src.dtype.is_float() {
+        return Err(Error::UnsupportedDType {
+            op: name,
+            dtype: src.dtype,
+            supported: "f32, f64, f16, bf16",
+        });
+    }
+    Ok(())
+}
