@@ -270,7 +270,7 @@ impl fmt::Display for Error {
             },
             Error::InternalOverlap { op } => write!(
                 f,
-                "{op}: the destination has several positions mapping to one element (e.g. the result of expand); call deep_clone() first"
+                "{op}: the destination has several positions mapping to one element (e.g. the result of expand), or is an as_strided layout too large to prove otherwise; call deep_clone() first"
             ),
             Error::BorrowConflict { op } => write!(
                 f,
