@@ -555,9 +555,12 @@ impl Tensor {
     /// NOTE [Host-memory moves]
     /// Host-memory backends read and write the same bytes, so a move
     /// between them only changes which backend's kernels run: the result
-    /// is a new tensor (not a view: its own autograd history, `ToDevice`
-    /// rule) with this tensor's layout over the same storage, tagged with
-    /// the new device (INVARIANT 3 of `TensorImpl`). The storage keeps its
+    /// is a new tensor (its own autograd history, `ToDevice` rule) with
+    /// this tensor's layout over the same storage, tagged with the new
+    /// device (INVARIANT 3 of `TensorImpl`). It is a view of this tensor's
+    /// root, so an in-place write through it obeys the view rules of NOTE
+    /// [In-place rules] (refused in grad mode when the root is a leaf that
+    /// requires grad, as a write through any other alias would be). The storage keeps its
     /// allocator, so its bytes go back where they came from.
     ///
     /// # Errors
@@ -576,11 +579,14 @@ impl Tensor {
         if self.device().is_host_memory() && device.is_host_memory() {
             let p = self.placement();
             let layout = Layout::from_dims(self.dims().clone(), p.strides, p.offset);
+            // The result shares this tensor's storage, so it is a view of
+            // its root: an in-place write through it obeys the view rules
+            // (refused on an alias of a leaf that requires grad).
             let out = Tensor::from_impl(TensorImpl::new_on(
                 p.storage,
                 layout,
                 self.dtype(),
-                None,
+                Some(self.root()),
                 Some(device.clone()),
             )?);
             crate::autograd::record(&out, &[self], || {
@@ -637,6 +643,11 @@ impl Tensor {
         }
         let moved = crate::autograd::no_grad(|| self.to_device(device))?;
         let p = moved.placement();
+        let old_storage = self.storage();
+        if !Shared::ptr_eq(&old_storage, &p.storage) {
+            // A fresh copy: it carries the version on (NOTE [Version counter]).
+            p.storage.carry_version_from(&old_storage);
+        }
         let old = self.replace_placement(Placement {
             storage: p.storage,
             strides: p.strides,
