@@ -456,7 +456,9 @@ impl Tensor {
     /// ```
     pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
         let d = resolve_dim("split_sizes", dim, self.rank())?;
-        if sizes.iter().sum::<usize>() != self.shape()[d] {
+        // Checked: sizes summing past usize::MAX are simply not the size.
+        let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
+        if total != Some(self.shape()[d]) {
             return Err(Error::InvalidArgument {
                 op: "split_sizes",
                 reason: "the sizes must sum to the size of the dimension",

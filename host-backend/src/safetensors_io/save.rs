@@ -141,12 +141,18 @@ fn build_header<S: AsRef<str>>(
                     requested: usize::MAX,
                     available: None,
                 })?;
+        // Checked: expanded views can have huge logical sizes, and their
+        // sum can pass usize::MAX even when each one fits.
+        let end = offset.checked_add(nbytes).ok_or_else(|| Error::InvalidArgument {
+            op: "save",
+            reason: "the tensors' total size in bytes overflows usize (e.g. huge expanded views); save fewer or smaller tensors per file".into(),
+        })?;
         let info = TensorInfo {
             dtype: st_dtype(t.dtype()),
             shape: t.shape().to_vec(),
-            data_offsets: (offset, offset + nbytes),
+            data_offsets: (offset, end),
         };
-        offset += nbytes;
+        offset = end;
         infos.push((name.as_ref().to_string(), info));
     }
 
