@@ -1,7 +1,8 @@
 //! Adam and AdamW.
 
 use super::{
-    Optimizer, check_commit, check_non_negative, check_params, commit, grad_on_device, on_device_of,
+    Optimizer, check_commit, check_lr, check_non_negative, check_params, commit, grad_on_device,
+    on_device_of,
 };
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
@@ -255,8 +256,10 @@ macro_rules! adam_api {
                 self.0.cfg.lr
             }
 
-            fn set_lr(&mut self, lr: f64) {
+            fn set_lr(&mut self, lr: f64) -> Result<()> {
+                check_lr(concat!($op, "::set_lr"), lr)?;
                 self.0.cfg.lr = lr;
+                Ok(())
             }
         }
     };

@@ -80,7 +80,11 @@ pub trait Optimizer {
     fn lr(&self) -> f64;
 
     /// Sets the learning rate (e.g. from a [`WarmupCosine`] schedule).
-    fn set_lr(&mut self, lr: f64);
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a negative or non-finite rate (as the
+    /// constructors); the rate is then unchanged.
+    fn set_lr(&mut self, lr: f64) -> Result<()>;
 
     /// Clears every parameter's gradient (PyTorch's
     /// `zero_grad(set_to_none=True)`).
@@ -109,6 +113,11 @@ pub(crate) fn check_params(op: &'static str, params: &[Tensor]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The check of [`Optimizer::set_lr`] (`op` names the optimizer's method).
+pub(crate) fn check_lr(op: &'static str, lr: f64) -> Result<()> {
+    check_non_negative(op, lr, "lr must be a finite number >= 0")
 }
 
 /// Checks that a hyper-parameter is a finite number `>= 0`.

@@ -1,7 +1,8 @@
 //! Stochastic gradient descent with momentum.
 
 use super::{
-    Optimizer, check_commit, check_non_negative, check_params, commit, grad_on_device, on_device_of,
+    Optimizer, check_commit, check_lr, check_non_negative, check_params, commit, grad_on_device,
+    on_device_of,
 };
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
@@ -171,7 +172,9 @@ impl Optimizer for Sgd {
         self.cfg.lr
     }
 
-    fn set_lr(&mut self, lr: f64) {
+    fn set_lr(&mut self, lr: f64) -> Result<()> {
+        check_lr("Sgd::set_lr", lr)?;
         self.cfg.lr = lr;
+        Ok(())
     }
 }

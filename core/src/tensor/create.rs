@@ -244,7 +244,7 @@ impl Tensor {
     /// `[start, start+1, ...)` up to (excluding) `end`.
     ///
     /// # Errors
-    /// As [`Tensor::arange_step`].
+    /// As [`Tensor::arange_step`] (so `end < start` is an error).
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -259,7 +259,9 @@ impl Tensor {
     /// `start, start+step, ...` while below `end` (above, for a negative step).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero or non-finite step; bool dtype.
+    /// [`Error::InvalidArgument`] for a zero or non-finite step, or a step
+    /// whose sign is not that of `end - start` (as PyTorch; `start == end`
+    /// gives an empty tensor); bool dtype.
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -273,6 +275,14 @@ impl Tensor {
             return Err(Error::InvalidArgument {
                 op: "arange",
                 reason: "step must be finite and non-zero, bounds finite",
+            });
+        }
+        // PyTorch refuses a step pointing away from `end` (numpy returns
+        // an empty array): such a range is almost always a sign mistake.
+        if (e - s) * step < 0.0 {
+            return Err(Error::InvalidArgument {
+                op: "arange",
+                reason: "the step points away from end (end - start and step have opposite signs); pass a negative step to count down, or swap start and end",
             });
         }
         let n = libm::ceil((e - s) / step);
