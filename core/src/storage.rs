@@ -242,7 +242,7 @@ impl Storage {
     ///
     /// # Errors
     /// [`Error::Unsupported`] for device memory, [`Error::BorrowConflict`]
-    /// while another thread writes.
+    /// while a write guard is held (on this thread or another).
     pub fn read(&self, op: &'static str) -> Result<ReadGuard<'_>> {
         if !self.device.is_host_memory() {
             return Err(Error::Unsupported {
@@ -261,7 +261,7 @@ impl Storage {
     /// # Errors
     /// [`Error::Unsupported`] for device memory, [`Error::InvalidArgument`]
     /// for external (read-only) storage, [`Error::BorrowConflict`] while
-    /// another thread reads or writes.
+    /// a read or write guard is held (on this thread or another).
     pub fn write(&self, op: &'static str) -> Result<WriteGuard<'_>> {
         if !self.device.is_host_memory() {
             return Err(Error::Unsupported {

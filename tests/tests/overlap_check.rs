@@ -1,6 +1,6 @@
-//! The internal-overlap check of in-place ops (NOTE [In-place rules], rule
-//! 1) decides from shape and strides, without allocating per element: a
-//! huge logical size is refused as fast as a small one, never aborting
+//! The internal-overlap check of in-place ops (rule 1 of NOTE [In-place
+//! rules]) decides from shape and strides, without allocating per element:
+//! a huge logical size is refused as fast as a small one, never aborting
 //! the process for memory.
 
 use kael_core::{DType, Device, Error, Layout, Tensor};
@@ -61,7 +61,7 @@ fn a_large_interleaved_view_is_conservatively_refused() {
     // `Layout::has_internal_overlap`), so the write is refused, not risked
     let x = Tensor::zeros(&[202], DType::F32, &Device::cpu()).unwrap();
     let v = x.as_strided(&[2, 100], &[3, 2], 0).unwrap();
-    assert!(200 > kael_core::layout::OVERLAP_EXACT_LIMIT);
+    const { assert!(200 > kael_core::layout::OVERLAP_EXACT_LIMIT) };
     assert!(matches!(v.fill_(1.0), Err(Error::InternalOverlap { .. })));
     // the same layout with few positions is decided exactly: writable
     x.as_strided(&[2, 10], &[3, 2], 0)
