@@ -183,3 +183,48 @@ fn a_borrow_conflict_from_a_guard_on_this_thread_says_so() {
     drop(guard);
     x.fill_(1.0).unwrap();
 }
+
+// ------------------------------------------- layer sizes from the caller
+
+#[test]
+fn a_conv_whose_weight_size_overflows_is_refused() {
+    let mut rng = kael_core::Rng::new(0);
+    let err = kael_core::nn::Conv2d::new(usize::MAX, 2, [2, 2], &Device::cpu(), &mut rng)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, Error::InvalidArgument { op: "Conv2d", .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn attention_whose_projection_width_overflows_is_refused() {
+    let mut rng = kael_core::Rng::new(0);
+    let n = usize::MAX / 2;
+    let err = kael_core::nn::CausalSelfAttention::new(n, 1, 0.0, &Device::cpu(), &mut rng)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                op: "CausalSelfAttention",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_mlp_whose_hidden_width_overflows_is_refused() {
+    let mut rng = kael_core::Rng::new(0);
+    let err = kael_core::nn::Mlp::new(usize::MAX / 2, 0.0, &Device::cpu(), &mut rng)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, Error::InvalidArgument { op: "Mlp", .. }),
+        "{err}"
+    );
+}
