@@ -3,7 +3,8 @@
 #
 #   miri  the core's unit tests in Rc and `sync` mode, and a few kael-tests
 #         integration tests, under Miri (undefined behaviour, leaks, data
-#         races of Miri's thread scheduler);
+#         races of Miri's thread scheduler); the thread tests again with
+#         each seed of MIRI_SEEDS, so other interleavings are explored;
 #   fuzz  each cargo-fuzz target in fuzz/ for FUZZ_SECONDS (libFuzzer),
 #         failing on any crash, panic, leak or timeout;
 #   tsan  the thread tests (tests/tests/concurrency.rs) under ThreadSanitizer.
@@ -12,6 +13,8 @@
 #   FUZZ_SECONDS=300 bash scripts/reliability.sh (longer fuzzing; default 60)
 #   RELIABILITY_TIERS="fuzz" bash scripts/...    (a subset of: miri fuzz tsan)
 #   KAEL_NIGHTLY=nightly-2026-05-19 ...          (pin the nightly; default nightly)
+#   MIRI_SEEDS="1 2 3 4 5 6" bash scripts/...    (scheduler seeds for the thread
+#                                                tests under Miri; default "1 2")
 #
 # It installs what it needs itself (the nightly toolchain, its miri and
 # rust-src components, cargo-fuzz from crates.io). A tier whose tools
@@ -38,6 +41,12 @@ SOFT_FLOATS="libm/force-soft-floats"
 # kael-tests integration tests run under Miri (the others are slow there:
 # gradcheck, matmul and reduce sweep many shapes through the interpreter).
 MIRI_TESTS=(smoke fuzz_regressions bad_input_matrix concurrency fault_injection index)
+# The thread tests run once more per seed (the run above is seed 0): Miri's
+# scheduler is deterministic per seed, so each seed is another set of
+# interleavings and weak-memory outcomes. Each seed costs one run of the
+# 9 thread tests under Miri (about 4.5 min on 2 busy cores, no rebuild);
+# two extra seeds (0, 1, 2 in all) keep the tier short enough for CI.
+MIRI_SEEDS="${MIRI_SEEDS:-1 2}"
 
 declare -A STATUS=()
 declare -A NOTE=()
@@ -132,6 +141,12 @@ miri_tier() {
     for t in "${MIRI_TESTS[@]}"; do args+=(--test "$t"); done
     run cargo "+$NIGHTLY" miri test -p kael-tests -p kael-core --features "$SOFT_FLOATS" \
         "${args[@]}" || ok=0
+    local seed
+    for seed in $MIRI_SEEDS; do
+        MIRIFLAGS="$MIRIFLAGS -Zmiri-seed=$seed" \
+            run cargo "+$NIGHTLY" miri test -p kael-tests -p kael-core --features "$SOFT_FLOATS" \
+            --test concurrency || ok=0
+    done
     # kael-host's unsafe code: the threaded backend's caching allocator
     # (raw blocks kept and handed out again, huge blocks advised), and the
     # tiles of transposed operands with their 8x8 AVX blocks, tested on
@@ -142,7 +157,7 @@ miri_tier() {
     run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::alloc || ok=0
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx" \
         run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::tiles || ok=0
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]}, kael-host: cpu_threaded::alloc, cpu_threaded::tiles (with AVX)"
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::tiles (with AVX)"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

@@ -2,7 +2,15 @@
 //!
 //! NOTE [Bool storage]
 //! `bool` elements are stored as one byte holding 0 or 1, and kernels treat
-//! them as `u8`; only the dtype tag tells them apart.
+//! them as `u8`; only the dtype tag tells them apart. The invariant is
+//! kept by refusing what would break it, not by normalising on read:
+//! `view_dtype` refuses to view a tensor as bool or a bool tensor as
+//! anything else (`to_dtype` converts instead, mapping `x != 0` to 1), and
+//! the safetensors loader copies a BOOL tensor whose bytes are not all 0/1
+//! (normalising them) instead of mapping it. Raw byte access
+//! (`Storage::write`, `Tensor::from_storage` over bytes written by hand)
+//! bypasses tensor ops, and keeping bool bytes 0/1 there is the caller's
+//! part.
 
 use crate::error::{Error, Result};
 use half::{bf16, f16};

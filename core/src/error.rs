@@ -148,15 +148,26 @@ pub enum Error {
     OutOfMemory {
         /// Bytes requested.
         requested: usize,
-        /// Bytes still free in that allocator, where it knows.
+        /// The largest request that allocator could serve now (for an
+        /// arena, its largest free block), where it knows.
         available: Option<usize>,
+    },
+    /// An allocator with a fixed table of live blocks (the arena's
+    /// `MAX_BLOCKS`) has every entry in use, whatever bytes are free.
+    AllocatorBlockLimit {
+        /// Bytes requested.
+        requested: usize,
+        /// The table's size.
+        max_blocks: usize,
     },
     /// An in-place write into a tensor where several positions share one element.
     InternalOverlap {
         /// The operation.
         op: &'static str,
     },
-    /// Two threads touched one storage at once (a reader and a writer).
+    /// A storage was borrowed against its guard rules: a write while a
+    /// read or write guard is held (on this thread or another), or a read
+    /// while a write guard is held.
     BorrowConflict {
         /// The operation.
         op: &'static str,
@@ -261,7 +272,7 @@ impl fmt::Display for Error {
             } => match available {
                 Some(a) => write!(
                     f,
-                    "out of memory: {requested} bytes requested, {a} bytes free in the allocator; free tensors or give the allocator more memory"
+                    "out of memory: {requested} bytes requested, the largest free block is {a} bytes; free tensors or give the allocator more memory"
                 ),
                 None => write!(
                     f,
@@ -270,11 +281,18 @@ impl fmt::Display for Error {
             },
             Error::InternalOverlap { op } => write!(
                 f,
-                "{op}: the destination has several positions mapping to one element (e.g. the result of expand); call deep_clone() first"
+                "{op}: the destination has several positions mapping to one element (e.g. the result of expand), or is an as_strided layout too large to prove otherwise; call deep_clone() first"
             ),
             Error::BorrowConflict { op } => write!(
                 f,
-                "{op}: the storage is being written or read by another thread at the same time; synchronise the threads or work on a deep_clone()"
+                "{op}: the storage is already being read or written, through a guard (Storage::read/write) still held on this thread or by another thread at the same time; drop the guard first, synchronise the threads, or work on a deep_clone()"
+            ),
+            Error::AllocatorBlockLimit {
+                requested,
+                max_blocks,
+            } => write!(
+                f,
+                "out of memory: {requested} bytes requested, but the allocator's block limit is reached ({max_blocks} live blocks); free tensors or raise the limit (ArenaAllocator::<MAX_BLOCKS>, default 64)"
             ),
             Error::InvalidArgument { op, reason } => write!(f, "{op}: {reason}"),
             Error::Autograd { op, reason } => write!(f, "{op}: {reason}"),

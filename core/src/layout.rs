@@ -36,6 +36,12 @@ pub struct Layout {
     offset: usize,
 }
 
+/// The largest number of positions for which
+/// [`Layout::has_internal_overlap`] enumerates offsets when the stride test
+/// cannot decide (a fixed stack buffer of this many `usize`); larger such
+/// layouts are reported as overlapping.
+pub const OVERLAP_EXACT_LIMIT: usize = 128;
+
 impl Layout {
     /// A row-major contiguous layout at offset 0.
     ///
@@ -142,12 +148,28 @@ impl Layout {
         true
     }
 
-    /// Whether two positions map to the same element (e.g. after `expand`).
+    /// Whether two positions may map to the same element (e.g. after
+    /// `expand`).
     ///
-    /// Exact: a fast sufficient test for the usual case, then enumeration
-    /// for exotic `as_strided` layouts.
+    /// Decided from shape and strides, allocating nothing (PyTorch's
+    /// `has_internal_overlap`, NumPy's `solve_may_share_memory` bounds):
+    /// 1. a dimension of size > 1 with stride 0 overlaps;
+    /// 2. sorted by stride (size-1 dimensions skipped), if every stride
+    ///    exceeds the furthest offset the smaller-stride dimensions reach,
+    ///    positions are distinct (every view made by `narrow`, `permute`,
+    ///    `select`, ... is decided here);
+    /// 3. otherwise, more positions than offsets in the reachable span
+    ///    overlap (pigeonhole);
+    /// 4. otherwise a layout of at most [`OVERLAP_EXACT_LIMIT`] positions is
+    ///    decided exactly, by sorting its offsets in a fixed stack buffer;
+    ///    a larger one (only `as_strided` makes such layouts) is reported
+    ///    as overlapping: conservative, so an in-place write into it is
+    ///    refused (`deep_clone()` it first) rather than risked.
+    ///
+    /// Sizes and spans use checked (saturating) arithmetic, so a huge
+    /// logical size costs no more than a small one.
     pub fn has_internal_overlap(&self) -> bool {
-        if self.numel() <= 1 {
+        if self.shape.contains(&0) {
             return false;
         }
         let mut dims: heapless::Vec<(usize, usize), MAX_RANK> = heapless::Vec::new();
@@ -160,20 +182,37 @@ impl Layout {
             }
         }
         dims.sort_unstable();
-        let mut span = 0usize; // furthest offset reachable by the smaller-stride dims
+        // Furthest offset (from the first) reachable by the dims seen so far;
+        // saturating: a span past usize::MAX exceeds every stride anyway.
+        let mut span = 0usize;
         let mut separated = true;
         for &(s, d) in dims.iter() {
             if s <= span {
                 separated = false;
-                break;
             }
             span = span.saturating_add((d - 1).saturating_mul(s));
         }
         if separated {
             return false;
         }
-        let mut offs = alloc::vec::Vec::with_capacity(self.numel());
-        self.for_each_offset(|o| offs.push(o));
+        let Some(n) = dims.iter().try_fold(1usize, |n, &(_, d)| n.checked_mul(d)) else {
+            return true; // more positions than usize: more than any span holds
+        };
+        if n > span.saturating_add(1) {
+            return true;
+        }
+        if n > OVERLAP_EXACT_LIMIT {
+            return true;
+        }
+        let mut offs = [0usize; OVERLAP_EXACT_LIMIT];
+        let mut len = 0;
+        self.for_each_offset(|o| {
+            if let Some(slot) = offs.get_mut(len) {
+                *slot = o;
+                len += 1;
+            }
+        });
+        let offs = &mut offs[..len];
         offs.sort_unstable();
         offs.windows(2).any(|w| w[0] == w[1])
     }

@@ -18,7 +18,11 @@
 //! The version counter lives here, not on the tensor, because writes can
 //! arrive through any view or through `detach()`; only the storage is common
 //! to all of them. Every in-place operation bumps it once; autograd compares
-//! it against the version it recorded when it saved a tensor.
+//! it against the version it recorded when it saved a tensor. A storage
+//! made by moving a tensor to another device (`move_to_`) starts at the
+//! old storage's version, not 0: otherwise a round trip and one write
+//! would bring the counter back to the saved value and backward would use
+//! the modified values unnoticed.
 
 use crate::allocator::{Allocator, BUFFER_ALIGN};
 use crate::device::Device;
@@ -227,11 +231,18 @@ impl Storage {
         self.version.bump();
     }
 
+    /// Gives a storage that was just made as a copy of `from` (a move to
+    /// another device) `from`'s version, so that the version seen through
+    /// a moved tensor never goes back (NOTE [Version counter]).
+    pub(crate) fn carry_version_from(&self, from: &Storage) {
+        self.version.set(from.version());
+    }
+
     /// Shared read access to host bytes.
     ///
     /// # Errors
     /// [`Error::Unsupported`] for device memory, [`Error::BorrowConflict`]
-    /// while another thread writes.
+    /// while a write guard is held (on this thread or another).
     pub fn read(&self, op: &'static str) -> Result<ReadGuard<'_>> {
         if !self.device.is_host_memory() {
             return Err(Error::Unsupported {
@@ -250,7 +261,7 @@ impl Storage {
     /// # Errors
     /// [`Error::Unsupported`] for device memory, [`Error::InvalidArgument`]
     /// for external (read-only) storage, [`Error::BorrowConflict`] while
-    /// another thread reads or writes.
+    /// a read or write guard is held (on this thread or another).
     pub fn write(&self, op: &'static str) -> Result<WriteGuard<'_>> {
         if !self.device.is_host_memory() {
             return Err(Error::Unsupported {

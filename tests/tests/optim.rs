@@ -355,7 +355,7 @@ test_device!(set_lr_changes_the_step_size, |dev| {
             ..Default::default()
         },
     )?;
-    opt.set_lr(0.25);
+    opt.set_lr(0.25)?;
     assert_eq!(opt.lr(), 0.25);
     w.add_scalar(0.0)?.sum_all()?.backward()?; // g = 1
     opt.step()?;

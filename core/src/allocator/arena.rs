@@ -10,8 +10,11 @@ use core::ptr::NonNull;
 ///
 /// Block bookkeeping lives inline (at most `MAX_BLOCKS` live blocks, a
 /// const generic), so the arena needs no heap at all. Freed blocks are
-/// reused; running out returns [`Error::OutOfMemory`] and leaves the arena
-/// fully usable.
+/// reused; running out returns [`Error::OutOfMemory`] (whose `available`
+/// is the largest block that would fit now, not the total of free bytes,
+/// which fragmentation can make unusable), a full block table returns
+/// [`Error::AllocatorBlockLimit`] (raise `MAX_BLOCKS`), and either leaves
+/// the arena fully usable.
 ///
 /// ```
 /// use kael_core::allocator::{Allocator, ArenaAllocator};
@@ -94,8 +97,24 @@ impl<const MAX_BLOCKS: usize> ArenaAllocator<MAX_BLOCKS> {
         None
     }
 
-    fn free_bytes(st: &ArenaState<MAX_BLOCKS>, len: usize) -> usize {
-        len - st.blocks.iter().map(|b| b.1).sum::<usize>()
+    /// The largest request aligned to `align` that would fit now: the
+    /// biggest gap between blocks once its start is aligned (not the total
+    /// of free bytes, which fragmentation can make unusable).
+    fn largest_gap(&self, st: &ArenaState<MAX_BLOCKS>, align: usize) -> usize {
+        let base_addr = self.base.as_ptr() as usize;
+        let mut cursor = 0usize;
+        let mut largest = 0usize;
+        for &(start, blen) in st.blocks.iter().chain(core::iter::once(&(self.len, 0))) {
+            let aligned = base_addr
+                .checked_add(cursor)
+                .and_then(|a| a.checked_add(align - 1))
+                .map(|a| (a & !(align - 1)) - base_addr);
+            if let Some(candidate) = aligned {
+                largest = largest.max(start.saturating_sub(candidate));
+            }
+            cursor = start.saturating_add(blen);
+        }
+        largest
     }
 }
 
@@ -110,21 +129,27 @@ impl<const MAX_BLOCKS: usize> Allocator for ArenaAllocator<MAX_BLOCKS> {
             );
         }
         self.state.with(|st| {
-            let free = Self::free_bytes(st, self.len);
             let fail = |st: &mut ArenaState<MAX_BLOCKS>| {
                 st.usage.on_failure();
                 Err(Error::OutOfMemory {
                     requested: layout.size(),
-                    available: Some(free),
+                    available: Some(self.largest_gap(st, layout.align())),
+                })
+            };
+            let blocks_full = |st: &mut ArenaState<MAX_BLOCKS>| {
+                st.usage.on_failure();
+                Err(Error::AllocatorBlockLimit {
+                    requested: layout.size(),
+                    max_blocks: MAX_BLOCKS,
                 })
             };
             if st.blocks.is_full() {
-                return fail(st);
+                return blocks_full(st);
             }
             match self.find_gap(st, layout.size(), layout.align()) {
                 Some((i, start)) => {
                     if st.blocks.insert(i, (start, layout.size())).is_err() {
-                        return fail(st);
+                        return blocks_full(st);
                     }
                     st.usage.on_alloc(layout.size());
                     // SAFETY: `start + size <= len` (find_gap), so the result
@@ -132,7 +157,7 @@ impl<const MAX_BLOCKS: usize> Allocator for ArenaAllocator<MAX_BLOCKS> {
                     let p = unsafe { self.base.as_ptr().add(start) };
                     NonNull::new(p).ok_or(Error::OutOfMemory {
                         requested: layout.size(),
-                        available: Some(free),
+                        available: None,
                     })
                 }
                 None => fail(st),
@@ -194,7 +219,7 @@ mod tests {
             e,
             Error::OutOfMemory {
                 requested: 64,
-                available: Some(28)
+                available: Some(16) // 28 bytes free, 16 of them from an aligned start
             }
         ));
         // SAFETY: p came from a.allocate(l(100)).
@@ -242,11 +267,17 @@ mod tests {
     }
 
     #[test]
-    fn block_table_full_is_out_of_memory() {
+    fn block_table_full_is_the_block_limit() {
         let a = arena(4096);
         for _ in 0..8 {
             a.allocate(l(16)).unwrap();
         }
-        assert!(matches!(a.allocate(l(16)), Err(Error::OutOfMemory { .. })));
+        assert!(matches!(
+            a.allocate(l(16)),
+            Err(Error::AllocatorBlockLimit {
+                requested: 16,
+                max_blocks: 8
+            })
+        ));
     }
 }

@@ -149,6 +149,20 @@ fn apply_hooks(node: &Shared<Node>, mut g: Tensor) -> Result<Tensor> {
                     reason: "a gradient hook returned a tensor of a different shape; return a gradient shaped like its input",
                 });
             }
+            // A different dtype or device would be stored as `.grad` and
+            // only refused later (by the optimizer), far from its cause.
+            if new.dtype() != g.dtype() {
+                return Err(Error::Autograd {
+                    op: "hook",
+                    reason: "a gradient hook returned a tensor of a different dtype; return a gradient of its input's dtype (e.g. convert with to_dtype(g.dtype()))",
+                });
+            }
+            if !new.device().same_as(&g.device()) {
+                return Err(Error::Autograd {
+                    op: "hook",
+                    reason: "a gradient hook returned a tensor on a different device; return a gradient on its input's device (e.g. move it with to_device(&g.device()))",
+                });
+            }
             g = new;
         }
     }

@@ -68,8 +68,12 @@ impl CausalSelfAttention {
                 reason: "n_head must be positive and divide n_embd",
             });
         }
+        let three = n_embd.checked_mul(3).ok_or(Error::InvalidArgument {
+            op: "CausalSelfAttention",
+            reason: "3 * n_embd overflows usize; use a smaller n_embd",
+        })?;
         Ok(Self {
-            c_attn: Linear::new(n_embd, 3 * n_embd, true, device, rng)?,
+            c_attn: Linear::new(n_embd, three, true, device, rng)?,
             c_proj: Linear::new(n_embd, n_embd, true, device, rng)?,
             attn_dropout: Dropout::new(dropout, rng)?,
             resid_dropout: Dropout::new(dropout, rng)?,

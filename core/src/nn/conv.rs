@@ -82,6 +82,9 @@ fn conv_params(
             reason: "channels and kernel sizes must be positive",
         });
     }
+    // Checked first: user sizes whose product overflows are an error, not
+    // a debug-build panic (and then every sub-product below fits).
+    crate::shape::checked_numel(op, shape)?;
     let fan_in: usize = shape[1..].iter().product();
     let weight = init::fan_in_uniform(shape, fan_in, device, rng)?.requires_grad_(true)?;
     let bias = init::fan_in_uniform(&shape[..1], fan_in, device, rng)?.requires_grad_(true)?;

@@ -7,7 +7,7 @@ use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use super::module::{Module, Visitor};
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::rng::Rng;
 use crate::tensor::Tensor;
 
@@ -39,11 +39,16 @@ impl Mlp {
     /// A feed-forward block over `n_embd` channels.
     ///
     /// # Errors
-    /// A bad dropout probability; [`crate::Error::OutOfMemory`].
+    /// A bad dropout probability; `4 * n_embd` overflowing usize;
+    /// [`crate::Error::OutOfMemory`].
     pub fn new(n_embd: usize, dropout: f64, device: &Device, rng: &mut Rng) -> Result<Self> {
+        let four = n_embd.checked_mul(4).ok_or(Error::InvalidArgument {
+            op: "Mlp",
+            reason: "4 * n_embd overflows usize; use a smaller n_embd",
+        })?;
         Ok(Self {
-            c_fc: Linear::new(n_embd, 4 * n_embd, true, device, rng)?,
-            c_proj: Linear::new(4 * n_embd, n_embd, true, device, rng)?,
+            c_fc: Linear::new(n_embd, four, true, device, rng)?,
+            c_proj: Linear::new(four, n_embd, true, device, rng)?,
             act: Gelu {
                 approximate: GeluApproximation::Tanh,
             },

@@ -1,6 +1,9 @@
 //! Adam and AdamW.
 
-use super::{Optimizer, check_non_negative, check_params, commit, grad_on_device, on_device_of};
+use super::{
+    Optimizer, check_commit, check_lr, check_non_negative, check_params, commit, grad_on_device,
+    on_device_of,
+};
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -74,6 +77,8 @@ struct Moments {
 
 /// What Adam and AdamW share; `decoupled` picks AdamW's weight decay.
 struct AdamCore {
+    /// The public name of `step` for errors (`Adam::step`, `AdamW::step`).
+    step_op: &'static str,
     params: Vec<Tensor>,
     cfg: AdamConfig,
     state: Vec<Option<Moments>>,
@@ -91,6 +96,11 @@ impl AdamCore {
         check_params(op, &params)?;
         let state = (0..params.len()).map(|_| None).collect();
         Ok(Self {
+            step_op: if decoupled {
+                "AdamW::step"
+            } else {
+                "Adam::step"
+            },
             params,
             cfg,
             state,
@@ -132,9 +142,11 @@ impl AdamCore {
                 if c.weight_decay != 0.0 && self.decoupled {
                     decrement = decrement.add(&p.mul_scalar(c.lr * c.weight_decay)?)?;
                 }
+                check_commit(self.step_op, p, &decrement)?;
                 decrements.push((i, decrement));
                 new_state.push((i, Moments { step: t, m, v }));
             }
+            // Everything that can fail has run: the commit cannot fail.
             commit(&self.params, &decrements)?;
             for (i, s) in new_state {
                 self.state[i] = Some(s);
@@ -244,8 +256,10 @@ macro_rules! adam_api {
                 self.0.cfg.lr
             }
 
-            fn set_lr(&mut self, lr: f64) {
+            fn set_lr(&mut self, lr: f64) -> Result<()> {
+                check_lr(concat!($op, "::set_lr"), lr)?;
                 self.0.cfg.lr = lr;
+                Ok(())
             }
         }
     };

@@ -24,10 +24,18 @@
 //!    subtract the decrements in place with [`Tensor::sub_`] and swap in the
 //!    new state. So an error while computing (out of memory, a gradient on
 //!    another device) leaves every parameter and all state as they were.
-//!    The commit itself is a same-shape, same-device `sub_` per parameter,
-//!    which cannot fail for the tensors the first phase checked, and it
-//!    reads and writes each parameter once (computing `p_new` out of place
-//!    and copying it in took two more passes and an allocation).
+//!    The first phase also checks everything that could make a `sub_`
+//!    fail (`check_commit`: an expanded or read-only external parameter,
+//!    a decrement of another dtype, shape or device, a guard held on the
+//!    parameter's bytes), so the commit (a same-shape, same-dtype,
+//!    same-device `sub_` per parameter, which allocates nothing) cannot
+//!    fail partway: a step is all-or-nothing whatever the position of the
+//!    bad parameter. It reads and writes each parameter once (computing
+//!    `p_new` out of place and copying it in took two more passes and an
+//!    allocation). One gap is left to the caller: another thread taking a
+//!    guard on a parameter's bytes between the check and the write (sync
+//!    builds) can still make the commit fail; don't share parameters with
+//!    a thread that reads them during `step`.
 
 mod adam;
 mod clip;
@@ -72,7 +80,11 @@ pub trait Optimizer {
     fn lr(&self) -> f64;
 
     /// Sets the learning rate (e.g. from a [`WarmupCosine`] schedule).
-    fn set_lr(&mut self, lr: f64);
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a negative or non-finite rate (as the
+    /// constructors); the rate is then unchanged.
+    fn set_lr(&mut self, lr: f64) -> Result<()>;
 
     /// Clears every parameter's gradient (PyTorch's
     /// `zero_grad(set_to_none=True)`).
@@ -103,6 +115,11 @@ pub(crate) fn check_params(op: &'static str, params: &[Tensor]) -> Result<()> {
     Ok(())
 }
 
+/// The check of [`Optimizer::set_lr`] (`op` names the optimizer's method).
+pub(crate) fn check_lr(op: &'static str, lr: f64) -> Result<()> {
+    check_non_negative(op, lr, "lr must be a finite number >= 0")
+}
+
 /// Checks that a hyper-parameter is a finite number `>= 0`.
 pub(crate) fn check_non_negative(op: &'static str, value: f64, reason: &'static str) -> Result<()> {
     if value.is_finite() && value >= 0.0 {
@@ -125,8 +142,53 @@ pub(crate) fn on_device_of(state: &Tensor, p: &Tensor) -> Result<Tensor> {
     state.to_device(&p.device())
 }
 
+/// Checks, before anything is written, that subtracting the staged
+/// decrement `d` from parameter `p` cannot fail (phase 2 of NOTE
+/// [Optimizer updates]): the parameter is writable (not expanded, not
+/// read-only external storage), and `d` has its shape, dtype and device.
+/// Each error names the optimizer's `step` and says how to fix the
+/// parameter or its gradient.
+pub(crate) fn check_commit(op: &'static str, p: &Tensor, d: &Tensor) -> Result<()> {
+    if p.layout().has_internal_overlap() {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "a parameter maps several positions to one element (e.g. made by expand), so it cannot be updated in place; pass a deep_clone() of it as the parameter",
+        });
+    }
+    if p.storage().is_external() {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "a parameter's storage is external and read-only (e.g. a memory-mapped checkpoint); pass a deep_clone() of it as the parameter",
+        });
+    }
+    if d.dtype() != p.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: p.dtype(),
+            got: d.dtype(),
+        });
+    }
+    if d.shape() != p.shape() {
+        return Err(Error::ShapeMismatch {
+            op,
+            expected: crate::error::ErrShape::of(p.shape()),
+            got: crate::error::ErrShape::of(d.shape()),
+        });
+    }
+    p.same_device(op, d)?;
+    // A guard held on the parameter's bytes (a `Storage::read`/`write` the
+    // caller has not dropped) would make the in-place write fail; probe it
+    // now and release it at once.
+    let storage = p.storage();
+    if storage.device().is_host_memory() {
+        drop(storage.write(op)?);
+    }
+    Ok(())
+}
+
 /// Subtracts staged decrements from their parameters (phase 2 of NOTE
-/// [Optimizer updates]).
+/// [Optimizer updates]). Every pair must have passed [`check_commit`]
+/// first, which makes each `sub_` infallible.
 pub(crate) fn commit(params: &[Tensor], decrements: &[(usize, Tensor)]) -> Result<()> {
     for (i, d) in decrements {
         params[*i].sub_(d)?;

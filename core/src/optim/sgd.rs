@@ -1,6 +1,9 @@
 //! Stochastic gradient descent with momentum.
 
-use super::{Optimizer, check_non_negative, check_params, commit, grad_on_device, on_device_of};
+use super::{
+    Optimizer, check_commit, check_lr, check_non_negative, check_params, commit, grad_on_device,
+    on_device_of,
+};
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -148,8 +151,11 @@ impl Optimizer for Sgd {
                     };
                     new_bufs.push((i, buf));
                 }
-                decrements.push((i, d.mul_scalar(c.lr)?));
+                let d = d.mul_scalar(c.lr)?;
+                check_commit("Sgd::step", p, &d)?;
+                decrements.push((i, d));
             }
+            // Everything that can fail has run: the commit cannot fail.
             commit(&self.params, &decrements)?;
             for (i, b) in new_bufs {
                 self.momentum[i] = Some(b);
@@ -166,7 +172,9 @@ impl Optimizer for Sgd {
         self.cfg.lr
     }
 
-    fn set_lr(&mut self, lr: f64) {
+    fn set_lr(&mut self, lr: f64) -> Result<()> {
+        check_lr("Sgd::set_lr", lr)?;
         self.cfg.lr = lr;
+        Ok(())
     }
 }

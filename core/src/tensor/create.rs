@@ -244,7 +244,7 @@ impl Tensor {
     /// `[start, start+1, ...)` up to (excluding) `end`.
     ///
     /// # Errors
-    /// As [`Tensor::arange_step`].
+    /// As [`Tensor::arange_step`] (so `end < start` is an error).
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -259,7 +259,9 @@ impl Tensor {
     /// `start, start+step, ...` while below `end` (above, for a negative step).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero or non-finite step; bool dtype.
+    /// [`Error::InvalidArgument`] for a zero or non-finite step, or a step
+    /// whose sign is not that of `end - start` (as PyTorch; `start == end`
+    /// gives an empty tensor); bool dtype.
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -273,6 +275,14 @@ impl Tensor {
             return Err(Error::InvalidArgument {
                 op: "arange",
                 reason: "step must be finite and non-zero, bounds finite",
+            });
+        }
+        // PyTorch refuses a step pointing away from `end` (numpy returns
+        // an empty array): such a range is almost always a sign mistake.
+        if (e - s) * step < 0.0 {
+            return Err(Error::InvalidArgument {
+                op: "arange",
+                reason: "the step points away from end (end - start and step have opposite signs); pass a negative step to count down, or swap start and end",
             });
         }
         let n = libm::ceil((e - s) / step);
@@ -555,9 +565,12 @@ impl Tensor {
     /// NOTE [Host-memory moves]
     /// Host-memory backends read and write the same bytes, so a move
     /// between them only changes which backend's kernels run: the result
-    /// is a new tensor (not a view: its own autograd history, `ToDevice`
-    /// rule) with this tensor's layout over the same storage, tagged with
-    /// the new device (INVARIANT 3 of `TensorImpl`). The storage keeps its
+    /// is a new tensor (its own autograd history, `ToDevice` rule) with
+    /// this tensor's layout over the same storage, tagged with the new
+    /// device (INVARIANT 3 of `TensorImpl`). It is a view of this tensor's
+    /// root, so an in-place write through it obeys the view rules of NOTE
+    /// [In-place rules] (refused in grad mode when the root is a leaf that
+    /// requires grad, as a write through any other alias would be). The storage keeps its
     /// allocator, so its bytes go back where they came from.
     ///
     /// # Errors
@@ -576,11 +589,14 @@ impl Tensor {
         if self.device().is_host_memory() && device.is_host_memory() {
             let p = self.placement();
             let layout = Layout::from_dims(self.dims().clone(), p.strides, p.offset);
+            // The result shares this tensor's storage, so it is a view of
+            // its root: an in-place write through it obeys the view rules
+            // (refused on an alias of a leaf that requires grad).
             let out = Tensor::from_impl(TensorImpl::new_on(
                 p.storage,
                 layout,
                 self.dtype(),
-                None,
+                Some(self.root()),
                 Some(device.clone()),
             )?);
             crate::autograd::record(&out, &[self], || {
@@ -637,6 +653,11 @@ impl Tensor {
         }
         let moved = crate::autograd::no_grad(|| self.to_device(device))?;
         let p = moved.placement();
+        let old_storage = self.storage();
+        if !Shared::ptr_eq(&old_storage, &p.storage) {
+            // A fresh copy: it carries the version on (NOTE [Version counter]).
+            p.storage.carry_version_from(&old_storage);
+        }
         let old = self.replace_placement(Placement {
             storage: p.storage,
             strides: p.strides,

@@ -456,7 +456,9 @@ impl Tensor {
     /// ```
     pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
         let d = resolve_dim("split_sizes", dim, self.rank())?;
-        if sizes.iter().sum::<usize>() != self.shape()[d] {
+        // Checked: sizes summing past usize::MAX are simply not the size.
+        let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
+        if total != Some(self.shape()[d]) {
             return Err(Error::InvalidArgument {
                 op: "split_sizes",
                 reason: "the sizes must sum to the size of the dimension",
@@ -515,7 +517,9 @@ impl Tensor {
     /// stride and the offset) scale by the size ratio, as in PyTorch.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the layout cannot be reinterpreted.
+    /// [`Error::InvalidArgument`] when the layout cannot be reinterpreted,
+    /// or when the view would change the dtype to or from `Bool` (NOTE
+    /// [Bool storage]: use [`Tensor::to_dtype`]).
     ///
     /// ```
     /// use kael_core::{DType, Device, Tensor};
@@ -527,6 +531,15 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
+        // NOTE [Bool storage]: bool bytes are 0 or 1. Viewing other bytes as
+        // bool, or a bool tensor as bytes that can be written, would break
+        // that, so both are refused.
+        if (self.dtype() == DType::Bool) != (dtype == DType::Bool) {
+            return Err(Error::InvalidArgument {
+                op: "view_dtype",
+                reason: "a view cannot change a tensor to or from bool (bool bytes must stay 0 or 1); convert with to_dtype() instead",
+            });
+        }
         let (old, new) = (self.element_size(), dtype.size_in_bytes());
         let layout = self.layout();
         if old == new {

@@ -139,7 +139,7 @@ fn inspect(path: &Path, tensor: Option<&str>) -> Result<String> {
         let t = file.tensor(name)?;
         let (begin, end) = file.entry(name).map_or((0, 0), |e| e.data_offsets());
         let start = safetensors_io::LEN_FIELD + file.header_len();
-        let _ = writeln!(s, "\ntensor '{name}':");
+        let _ = writeln!(s, "\ntensor '{}':", terminal_safe(name));
         let _ = writeln!(
             s,
             "file bytes: {}..{} ({})",
@@ -161,7 +161,11 @@ fn report(file: &SafeTensorsFile) -> String {
     let stats = file.stats();
     let data = file.file_len() - safetensors_io::LEN_FIELD - file.header_len();
     let elements: usize = file.tensors().iter().map(|t| t.tensor().numel()).sum();
-    let _ = writeln!(s, "file: {}", file.path().display());
+    let _ = writeln!(
+        s,
+        "file: {}",
+        terminal_safe(&file.path().display().to_string())
+    );
     let _ = writeln!(
         s,
         "size: {} bytes (8-byte length, {}-byte JSON header, {} bytes of tensor data)",
@@ -178,7 +182,7 @@ fn report(file: &SafeTensorsFile) -> String {
     if !file.metadata().is_empty() {
         let _ = writeln!(s, "metadata:");
         for (k, v) in file.metadata() {
-            let _ = writeln!(s, "  {k}: {v}");
+            let _ = writeln!(s, "  {}: {}", terminal_safe(k), terminal_safe(v));
         }
     }
     if file.is_empty() {
@@ -189,7 +193,7 @@ fn report(file: &SafeTensorsFile) -> String {
         .iter()
         .map(|t| {
             [
-                t.name().to_string(),
+                terminal_safe(t.name()),
                 dtype_name(t.tensor().dtype()).to_string(),
                 format!("{:?}", t.tensor().shape()),
                 t.nbytes().to_string(),
@@ -222,6 +226,23 @@ fn report(file: &SafeTensorsFile) -> String {
         line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
     }
     s
+}
+
+/// `text` with every control character (ESC and the rest of C0/C1, which
+/// a terminal would act on) and every bidirectional-override character
+/// (which reorders what is shown) written as a `\u{..}` escape, so a
+/// name or metadata value read from a file prints as what it is.
+fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn dtype_name(d: kael_core::DType) -> &'static str {

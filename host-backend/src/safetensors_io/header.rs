@@ -142,6 +142,17 @@ pub fn parse(path: &Path, file: &[u8]) -> Result<Header> {
             format!("the header is not valid JSON ({e}); {REFETCH}"),
         )
     })?;
+    // serde_json keeps the last of repeated keys silently: a name given
+    // twice would lose a tensor (or, with the same offsets, pass unseen).
+    if let Some(dup) = repeated_top_level_key(text) {
+        return Err(format(
+            path,
+            format!(
+                "the header has two entries named '{}'; the header is corrupt: re-save the file with distinct tensor names",
+                dup.escape_debug()
+            ),
+        ));
+    }
     let Value::Object(entries) = value else {
         return Err(format(
             path,
@@ -310,4 +321,47 @@ fn parse_entry(path: &Path, name: &str, entry: &Value, data_len: usize) -> Resul
 
 fn as_usize(v: &Value) -> Option<usize> {
     v.as_u64().and_then(|x| usize::try_from(x).ok())
+}
+
+/// The first key that appears twice at the top level of `text`, a JSON
+/// document already validated by serde_json (so strings and brackets are
+/// well formed). Scans once, allocating one `String` per key.
+fn repeated_top_level_key(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut depth = 0usize;
+    let mut i = 0usize;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'{' | b'[' => depth = depth.saturating_add(1),
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let start = i;
+                i += 1;
+                while let Some(&c) = bytes.get(i) {
+                    match c {
+                        b'\\' => i += 2,
+                        b'"' => break,
+                        _ => i += 1,
+                    }
+                }
+                let raw = text.get(start..=i)?;
+                let is_key = depth == 1
+                    && bytes
+                        .get(i + 1..)?
+                        .iter()
+                        .find(|c| !c.is_ascii_whitespace())
+                        == Some(&b':');
+                if is_key {
+                    let key: String = serde_json::from_str(raw).ok()?;
+                    if !seen.insert(key.clone()) {
+                        return Some(key);
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }

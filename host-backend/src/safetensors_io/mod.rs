@@ -254,19 +254,32 @@ pub fn load_on(path: impl AsRef<Path>, device: &Device) -> Result<SafeTensorsFil
             source,
         }
     };
-    let file = File::open(path).map_err(io("open"))?;
-    if file
-        .metadata()
-        .map_err(io("read the metadata of"))?
-        .is_dir()
-    {
-        return Err(Error::InvalidArgument {
-            op: "load",
-            reason: format!(
-                "{} is a directory, not a safetensors file; pass the path of a .safetensors file",
-                path.display()
-            ),
-        });
+    // Only regular files: opening a FIFO blocks until a writer comes, and a
+    // directory or device is no safetensors file. Checked before opening
+    // (no open to block on), and again on the opened file (the path may
+    // have been replaced in between), which is opened non-blocking.
+    let not_regular = |kind: &str| Error::InvalidArgument {
+        op: "load",
+        reason: format!(
+            "{} is {kind}, not a regular file; pass the path of a .safetensors file",
+            path.display()
+        ),
+    };
+    let kind = |m: &std::fs::Metadata| {
+        if m.is_dir() {
+            "a directory"
+        } else {
+            "a FIFO, socket or device"
+        }
+    };
+    let meta = std::fs::metadata(path).map_err(io("open"))?;
+    if !meta.is_file() {
+        return Err(not_regular(kind(&meta)));
+    }
+    let file = open_non_blocking(path).map_err(io("open"))?;
+    let meta = file.metadata().map_err(io("read the metadata of"))?;
+    if !meta.is_file() {
+        return Err(not_regular(kind(&meta)));
     }
     // SAFETY: the map is read-only and kael never writes to it (external
     // storage refuses writes). Changes made to the file by other processes
@@ -362,6 +375,19 @@ pub fn load_on(path: impl AsRef<Path>, device: &Device) -> Result<SafeTensorsFil
         stats,
         mapped,
     })
+}
+
+/// Opens `path` for reading without blocking on a FIFO (on Linux, where
+/// `O_NONBLOCK` is at hand; a regular file reads the same either way).
+fn open_non_blocking(path: &Path) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    options.open(path)
 }
 
 /// Whether a BOOL tensor's bytes are all 0 or 1 (kael's bool invariant,

@@ -7,7 +7,10 @@
 //! so the rename itself survives a crash. A failure at any step removes the
 //! temporary file and leaves the old target as it was; a process that has
 //! the old file memory-mapped keeps reading the old bytes (NOTE [File
-//! stability]).
+//! stability]). A crash or kill mid-write cannot remove its temporary
+//! file; the next save of the same path does (`remove_stale_temps`: files
+//! of processes no longer running, or older than a day where that cannot
+//! be checked), so they do not accumulate.
 //!
 //! The header is built from the `safetensors` crate's `TensorInfo` (so the
 //! dtype names and layout are the reference's) and validated with its
@@ -141,12 +144,18 @@ fn build_header<S: AsRef<str>>(
                     requested: usize::MAX,
                     available: None,
                 })?;
+        // Checked: expanded views can have huge logical sizes, and their
+        // sum can pass usize::MAX even when each one fits.
+        let end = offset.checked_add(nbytes).ok_or_else(|| Error::InvalidArgument {
+            op: "save",
+            reason: "the tensors' total size in bytes overflows usize (e.g. huge expanded views); save fewer or smaller tensors per file".into(),
+        })?;
         let info = TensorInfo {
             dtype: st_dtype(t.dtype()),
             shape: t.shape().to_vec(),
-            data_offsets: (offset, offset + nbytes),
+            data_offsets: (offset, end),
         };
-        offset += nbytes;
+        offset = end;
         infos.push((name.as_ref().to_string(), info));
     }
 
@@ -220,13 +229,68 @@ fn write_tensor(w: &mut impl Write, t: &Tensor, path: &Path) -> Result<()> {
 
 static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// A fresh temporary path next to `path`.
-fn temp_path(path: &Path) -> PathBuf {
+/// The prefix of every temporary file of a save to `path`; the rest is
+/// `{pid}-{n}` (the saving process, a per-process counter).
+fn temp_prefix(path: &Path) -> String {
     let name = path
         .file_name()
         .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    format!(".{name}.kael-tmp-")
+}
+
+/// A fresh temporary path next to `path`.
+fn temp_path(path: &Path) -> PathBuf {
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.kael-tmp-{}-{n}", std::process::id()))
+    path.with_file_name(format!("{}{}-{n}", temp_prefix(path), std::process::id()))
+}
+
+/// How old a temporary file must be before a save of the same path
+/// removes it where process liveness cannot be checked (no `/proc`).
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// Removes the temporary files that interrupted saves of `path` (a crash,
+/// a kill) left next to it: those of a process that no longer runs (on
+/// Linux, no `/proc/{pid}`), or elsewhere those older than a day. Saves
+/// in flight (this process's, or a live one's) are left alone. Best
+/// effort: a file that cannot be listed or removed is skipped.
+fn remove_stale_temps(path: &Path) {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let prefix = temp_prefix(path);
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let proc_fs = Path::new("/proc/self").exists();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split_once('-')
+            .and_then(|(pid, n)| n.parse::<usize>().ok().and(pid.parse::<u32>().ok()))
+        else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let stale = if proc_fs {
+            !Path::new("/proc").join(pid.to_string()).exists()
+        } else {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_AFTER)
+        };
+        if stale && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// NOTE [Atomic save]: runs `write` on a temporary file, then syncs and
@@ -235,6 +299,7 @@ pub(crate) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<&File>) -> Result<()>,
 ) -> Result<()> {
+    remove_stale_temps(path);
     let tmp = temp_path(path);
     let file = OpenOptions::new()
         .write(true)

@@ -273,7 +273,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let t_train = Instant::now();
     let mut eval_s = 0.0; // intermediate evaluations, left out of tokens/s
     for step in 0..p.steps {
-        opt.set_lr(schedule.lr(step));
+        opt.set_lr(schedule.lr(step))?;
         let offsets = data::offsets(&corpus.train, p.batch, cfg.context, &mut rng);
         let (x, y) = data::batch(&corpus.train, &offsets, cfg.context, &device)?;
         let l = loss(&model, &x, &y)?;
