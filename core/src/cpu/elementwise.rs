@@ -11,7 +11,6 @@ use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::layout::walk;
-use crate::ops::{BinaryKernel, CompareKernel, UnaryKernel};
 use crate::storage::{ReadGuard, typed, typed_mut};
 
 /// Whether `src` is the destination itself: same storage, layout and dtype
@@ -198,59 +197,48 @@ pub fn fill_in<const DTYPES: u16>(dst: Dst<'_>, value: f64) -> Result<()> {
 
 // ------------------------------------------------------------------ unary
 
-/// The reference kernel of one op: runs the op table's scalar function
-/// over the destination (NOTE [Op table]).
-struct Walk<'a> {
-    name: &'static str,
-    srcs: [Src<'a>; 2],
-    dst: Dst<'a>,
-}
-
-impl<T: Scalar> UnaryKernel<T> for Walk<'_> {
-    type Output = Result<()>;
-    fn run(self, f: impl Fn(T) -> T + Copy + Send + Sync) -> Result<()> {
-        map1_same::<T>(self.name, self.srcs[0], self.dst, f)
-    }
-}
-
-impl<T: Scalar> BinaryKernel<T> for Walk<'_> {
-    type Output = Result<()>;
-    fn run(self, f: impl Fn(T, T) -> T + Copy + Send + Sync) -> Result<()> {
-        map2_same::<T>(self.name, self.srcs[0], self.srcs[1], self.dst, f)
-    }
-}
-
-impl<T: Scalar> CompareKernel<T> for Walk<'_> {
-    type Output = Result<()>;
-    fn run(self, f: impl Fn(T, T) -> bool + Copy + Send + Sync) -> Result<()> {
-        let [a, b] = self.srcs;
-        map2::<T, u8>(self.name, a, b, self.dst, move |x, y| u8::from(f(x, y)))
-    }
-}
-
-/// Runs kernel `$k` with table op `$op`'s function for `$dtype`'s class:
-/// `Some(result)`, or `None` when the op refuses that class; returns early
-/// with the error for bool (`$bool_ok` names what is supported) and for a
-/// dtype outside `$dtypes` (NOTE [Kernel selection]).
+/// Runs `$float` (floats) or `$int` (integers) with `$T` bound to the
+/// storage type of `$dtype`; returns early with the error for bool
+/// (`$bool_ok` names what is supported) and for a dtype outside `$dtypes`
+/// (NOTE [Kernel selection]).
 macro_rules! by_dtype {
-    ($dtypes:ident, $ops:ident, $op:ident, $k:ident, $dtype:expr, $bool_ok:literal) => {{
+    ($dtypes:ident, $name:ident, $dtype:expr, $bool_ok:literal, $T:ident => float: $float:expr, int: $int:expr) => {{
         let on = |d: DType| dtypes::contains($dtypes, d);
         match $dtype {
-            DType::F32 if on(DType::F32) => $op.map_float_in::<f32, _, $ops>($k),
-            DType::F64 if on(DType::F64) => $op.map_float_in::<f64, _, $ops>($k),
-            DType::F16 if on(DType::F16) => $op.map_float_in::<half::f16, _, $ops>($k),
-            DType::BF16 if on(DType::BF16) => $op.map_float_in::<half::bf16, _, $ops>($k),
-            DType::I64 if on(DType::I64) => $op.map_int_in::<i64, _, $ops>($k),
-            DType::I32 if on(DType::I32) => $op.map_int_in::<i32, _, $ops>($k),
-            DType::U8 if on(DType::U8) => $op.map_int_in::<u8, _, $ops>($k),
-            DType::Bool => {
-                return Err(Error::UnsupportedDType {
-                    op: $op.name(),
-                    dtype: DType::Bool,
-                    supported: $bool_ok,
-                });
+            DType::F32 if on(DType::F32) => {
+                type $T = f32;
+                $float
             }
-            d => return Err(crate::cpu::select::not_enabled($op.name(), d)),
+            DType::F64 if on(DType::F64) => {
+                type $T = f64;
+                $float
+            }
+            DType::F16 if on(DType::F16) => {
+                type $T = half::f16;
+                $float
+            }
+            DType::BF16 if on(DType::BF16) => {
+                type $T = half::bf16;
+                $float
+            }
+            DType::I64 if on(DType::I64) => {
+                type $T = i64;
+                $int
+            }
+            DType::I32 if on(DType::I32) => {
+                type $T = i32;
+                $int
+            }
+            DType::U8 if on(DType::U8) => {
+                type $T = u8;
+                $int
+            }
+            DType::Bool => Err(Error::UnsupportedDType {
+                op: $name,
+                dtype: DType::Bool,
+                supported: $bool_ok,
+            }),
+            d => Err(crate::cpu::select::not_enabled($name, d)),
         }
     }};
 }
@@ -296,13 +284,17 @@ pub fn unary_in<const DTYPES: u16, const OPS: u128>(
     if !ops::has_unary(OPS, op) {
         return Err(op_not_enabled(name));
     }
-    let k = Walk {
-        name,
-        srcs: [src, src],
-        dst,
-    };
-    let ran = by_dtype!(DTYPES, OPS, op, k, dst.dtype, "numeric dtypes");
-    ran.unwrap_or_else(|| Err(floats_only(name, dst.dtype)))
+    // One loop per dtype with the op matched per element (NOTE [Op table]):
+    // the reference keeps firmware images small, and the threaded backend
+    // has the per-op loops.
+    by_dtype!(DTYPES, name, dst.dtype, "numeric dtypes", T =>
+        float: map1_same::<T>(name, src, dst, op.float_fn_in::<T, OPS>()),
+        int: if op.works_on_ints() {
+            map1_same::<T>(name, src, dst, op.int_fn_in::<T, OPS>())
+        } else {
+            Err(floats_only(name, dst.dtype))
+        }
+    )
 }
 
 // ----------------------------------------------------------------- binary
@@ -332,23 +324,22 @@ pub fn binary_in<const DTYPES: u16, const OPS: u128>(
     if !ops::has_binary(OPS, op) {
         return Err(op_not_enabled(name));
     }
-    let k = Walk {
-        name,
-        srcs: [lhs, rhs],
-        dst,
-    };
-    let ran = by_dtype!(DTYPES, OPS, op, k, dst.dtype, "f32, f64, f16, bf16");
-    ran.unwrap_or_else(|| {
-        Err(if dst.dtype.is_float() {
-            Error::UnsupportedDType {
+    by_dtype!(DTYPES, name, dst.dtype, "f32, f64, f16, bf16", T =>
+        float: if op.works_on_floats() {
+            map2_same::<T>(name, lhs, rhs, dst, op.float_fn_in::<T, OPS>())
+        } else {
+            Err(Error::UnsupportedDType {
                 op: name,
                 dtype: dst.dtype,
                 supported: "integer dtypes",
-            }
+            })
+        },
+        int: if op.works_on_ints() {
+            map2_same::<T>(name, lhs, rhs, dst, op.int_fn_in::<T, OPS>())
         } else {
-            floats_only(name, dst.dtype)
-        })
-    })
+            Err(floats_only(name, dst.dtype))
+        }
+    )
 }
 
 /// `dst (bool) = lhs cmp rhs`.
@@ -371,12 +362,10 @@ pub fn compare_in<const DTYPES: u16>(
     rhs: Src<'_>,
     dst: Dst<'_>,
 ) -> Result<()> {
-    let k = Walk {
-        name: "compare",
-        srcs: [lhs, rhs],
-        dst,
-    };
-    dispatch_in!(DTYPES, "compare", lhs.dtype, T => op.map::<T, _>(k))
+    dispatch_in!(DTYPES, "compare", lhs.dtype, T => {
+        let f = op.fn_of::<T>();
+        map2::<T, u8>("compare", lhs, rhs, dst, move |a, b| u8::from(f(a, b)))
+    })
 }
 
 /// `dst = cond ? t : f`.

@@ -151,6 +151,41 @@ macro_rules! unary_table {
                 self.map_int_in::<T, K, { u128::MAX }>(kernel)
             }
 
+            /// The op's float function as one closure that matches the op
+            /// per element: the reference kernels' form (one loop per dtype,
+            /// so firmware images stay small; NOTE [Op table]). An op outside
+            /// `OPS` returns its input, which is never used: callers refuse
+            /// such ops first ([`crate::cpu::ops::has_unary`]).
+            pub fn float_fn_in<T: $crate::dtype::Float, const OPS: u128>(self) -> impl Fn(T) -> T + Copy {
+                #[allow(unused_variables)]
+                move |x: T| -> T {
+                    match self {
+                        $(Self::$V $(($($ta),+))? $({$($sa),+})? => {
+                            if OPS & bits::$BIT == 0 {
+                                return x;
+                            }
+                            let $fx = x;
+                            $fe
+                        })*
+                    }
+                }
+            }
+
+            /// The op's integer function in the reference kernels' form (see
+            /// [`float_fn_in`](Self::float_fn_in)); an op that refuses
+            /// integers returns its input, which is never used: callers
+            /// check [`works_on_ints`](Self::works_on_ints) first.
+            pub fn int_fn_in<T: $crate::dtype::Scalar, const OPS: u128>(self) -> impl Fn(T) -> T + Copy {
+                #[allow(unused_variables)]
+                move |x: T| -> T {
+                    match self {
+                        $(Self::$V $(($($ta),+))? $({$($sa),+})? => {
+                            unary_table!(@eval_int OPS, bits::$BIT, x, $int)
+                        })*
+                    }
+                }
+            }
+
             /// The gradient of the input from the gradient `g` of the output;
             /// `x` and `y` fetch the saved input and output.
             #[allow(unused_variables)]
@@ -232,6 +267,15 @@ macro_rules! unary_table {
 
     (@cuda_int refused) => { None };
     (@cuda_int (|$ix:ident| $ie:expr, $cu:literal)) => { Some($cu) };
+
+    (@eval_int $ops:ident, $bit:path, $x:ident, refused) => { $x };
+    (@eval_int $ops:ident, $bit:path, $x:ident, (|$ix:ident| $ie:expr, $cu:literal)) => {{
+        if $ops & $bit == 0 {
+            return $x;
+        }
+        let $ix = $x;
+        $ie
+    }};
 
     (@map_int $ops:ident, $bit:path, $k:ident, $T:ident, refused) => { None };
     (@map_int $ops:ident, $bit:path, $k:ident, $T:ident, (|$ix:ident| $ie:expr, $cu:literal)) => {{
@@ -375,6 +419,28 @@ macro_rules! binary_table {
                 self.map_int_in::<T, K, { u128::MAX }>(kernel)
             }
 
+            /// The op's float function as one closure that matches the op
+            /// per element: the reference kernels' form (see
+            /// [`UnaryOp::float_fn_in`]). An op outside `OPS` or refusing
+            /// floats returns its lhs, which is never used: callers refuse
+            /// such ops first.
+            pub fn float_fn_in<T: $crate::dtype::Float, const OPS: u128>(self) -> impl Fn(T, T) -> T + Copy {
+                move |a: T, b: T| -> T {
+                    match self {
+                        $(Self::$V => binary_table!(@eval OPS, bits::$BIT, a, b, $float),)*
+                    }
+                }
+            }
+
+            /// The op's integer function in the reference kernels' form.
+            pub fn int_fn_in<T: $crate::dtype::Int, const OPS: u128>(self) -> impl Fn(T, T) -> T + Copy {
+                move |a: T, b: T| -> T {
+                    match self {
+                        $(Self::$V => binary_table!(@eval OPS, bits::$BIT, a, b, $int),)*
+                    }
+                }
+            }
+
             /// The gradients of (lhs, rhs), at the broadcast shape, from the
             /// gradient `g` of the output; `a`, `b` and `y` fetch the saved
             /// operands and output.
@@ -454,6 +520,15 @@ macro_rules! binary_table {
     (@cuda_int refused) => { None };
     (@cuda_int (|$x:ident, $z:ident| $e:expr, $cu:literal)) => { Some($cu) };
 
+    (@eval $ops:ident, $bit:path, $a:ident, $b:ident, refused) => { $a };
+    (@eval $ops:ident, $bit:path, $a:ident, $b:ident, (|$x:ident, $z:ident| $e:expr, $cu:literal)) => {{
+        if $ops & $bit == 0 {
+            return $a;
+        }
+        let ($x, $z) = ($a, $b);
+        $e
+    }};
+
     (@map $ops:ident, $bit:path, $k:ident, $T:ident, refused) => { None };
     (@map $ops:ident, $bit:path, $k:ident, $T:ident, (|$x:ident, $z:ident| $e:expr, $cu:literal)) => {{
         if $ops & $bit == 0 {
@@ -507,6 +582,20 @@ macro_rules! compare_table {
             pub fn map<T: $crate::dtype::Scalar, K: $crate::ops::CompareKernel<T>>(self, kernel: K) -> K::Output {
                 match self {
                     $(Self::$V => kernel.run(move |$a: T, $b: T| -> bool { $e }),)*
+                }
+            }
+
+            /// The op's function as one closure that matches the op per
+            /// element: the reference kernels' form (see
+            /// [`UnaryOp::float_fn_in`]).
+            pub fn fn_of<T: $crate::dtype::Scalar>(self) -> impl Fn(T, T) -> bool + Copy {
+                move |x: T, y: T| -> bool {
+                    match self {
+                        $(Self::$V => {
+                            let ($a, $b) = (x, y);
+                            $e
+                        })*
+                    }
                 }
             }
 
