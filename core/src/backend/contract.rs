@@ -38,6 +38,38 @@ pub fn no_alias(op: &'static str, srcs: &[&Src<'_>], dst: &Src<'_>) -> Result<()
     Ok(())
 }
 
+/// A source either lives in another storage or is exactly the destination
+/// (same storage, layout and dtype): NOTE [Aliasing contract]. A source
+/// that shares the destination's storage in any other way is refused here,
+/// by name, rather than surfacing as a storage borrow conflict.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `op` and the fix.
+///
+/// ```
+/// use kael_core::backend::{contract, Src};
+/// use kael_core::{Device, DType, Layout, Storage};
+/// let s = Storage::zeroed(16, &Device::cpu())?;
+/// let (all, head) = (Layout::contiguous(&[4])?, Layout::contiguous(&[2])?);
+/// let dst = Src { storage: &s, layout: &head, dtype: DType::F32 };
+/// assert!(contract::exact_alias("exp", &dst, &dst).is_ok()); // in place
+/// let other = Src { storage: &s, layout: &Layout::new(&[2], &[1], 2)?, dtype: DType::F32 };
+/// assert!(contract::exact_alias("exp", &other, &dst).is_err());
+/// # let _ = all;
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn exact_alias(op: &'static str, src: &Src<'_>, dst: &Src<'_>) -> Result<()> {
+    if core::ptr::eq(src.storage, dst.storage)
+        && !(src.layout == dst.layout && src.dtype == dst.dtype)
+    {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "a source shares the destination's storage without being the destination (the kernel contract allows only exact aliasing); call the Tensor method, which copies such sources first, or deep_clone() the source",
+        });
+    }
+    Ok(())
+}
+
 /// `got` must be `expected`.
 ///
 /// # Errors

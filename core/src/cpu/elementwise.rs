@@ -20,6 +20,7 @@ pub fn aliases(src: &Src<'_>, dst: &Dst<'_>) -> bool {
 }
 
 fn guard<'a>(src: &Src<'a>, dst: &Dst<'a>, op: &'static str) -> Result<Option<ReadGuard<'a>>> {
+    crate::backend::contract::exact_alias(op, src, dst)?;
     if aliases(src, dst) {
         Ok(None)
     } else {
