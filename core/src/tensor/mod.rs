@@ -4,7 +4,7 @@
 //! 1. `shape.rank() == placement.strides.rank() <= MAX_RANK`.
 //! 2. The layout stays inside the storage: `Layout::reach() <=
 //!    storage.nbytes() / dtype.size_in_bytes()` (and `offset <=` that count
-//!    when the tensor is empty). [`TensorImpl::new`] checks 1 and 2; it is
+//!    when the tensor is empty). `TensorImpl::new` checks 1 and 2; it is
 //!    the only way an impl is made, so accessors and kernels never re-check.
 //! 3. The device is the storage's device, or another host-memory device
 //!    when both are host memory: `to_device` between two host-memory
