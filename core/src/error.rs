@@ -117,6 +117,16 @@ pub enum Error {
         /// The dtype received.
         got: DType,
     },
+    /// Elements read as a Rust type that is not the tensor's dtype
+    /// (`item::<f64>()` on an `F32` tensor).
+    ElementTypeMismatch {
+        /// The operation (`item`, `to_vec`).
+        op: &'static str,
+        /// The tensor's dtype.
+        dtype: DType,
+        /// The dtype of the Rust type asked for.
+        requested: DType,
+    },
     /// An operation that does not exist for a dtype.
     UnsupportedDType {
         /// The operation.
@@ -181,6 +191,20 @@ pub enum Error {
     },
 }
 
+/// The Rust element type of a dtype, as a user writes it in `item::<T>()`.
+fn rust_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::F16 => "half::f16",
+        DType::BF16 => "half::bf16",
+        DType::I64 => "i64",
+        DType::I32 => "i32",
+        DType::U8 => "u8",
+        DType::Bool => "bool",
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -238,6 +262,16 @@ impl fmt::Display for Error {
             Error::DTypeMismatch { op, expected, got } => write!(
                 f,
                 "{op}: expected dtype {expected:?}, got {got:?}; convert with to_dtype(DType::{expected:?})"
+            ),
+            Error::ElementTypeMismatch {
+                op,
+                dtype,
+                requested,
+            } => write!(
+                f,
+                "{op}: the tensor's dtype is {dtype:?} but {op}::<{}>() reads {requested:?}; call {op}::<{}>(), or convert first with to_dtype(DType::{requested:?})",
+                rust_type(*requested),
+                rust_type(*dtype)
             ),
             Error::UnsupportedDType {
                 op,
@@ -319,3 +353,7 @@ impl fmt::Debug for ErrShape {
         f.debug_list().entries(self.as_slice()).finish()
     }
 }
+
+#[cfg(test)]
+#[path = "error_text_tests.rs"]
+mod error_text_tests;

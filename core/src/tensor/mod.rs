@@ -406,15 +406,15 @@ impl Tensor {
         }
     }
 
-    /// Errors unless `T` matches the dtype.
+    /// Errors unless `T` matches the dtype (`op` reads elements as `T`).
     pub(crate) fn check_element<T: Element>(&self, op: &'static str) -> Result<()> {
         if T::DTYPE == self.dtype() {
             Ok(())
         } else {
-            Err(Error::DTypeMismatch {
+            Err(Error::ElementTypeMismatch {
                 op,
-                expected: self.dtype(),
-                got: T::DTYPE,
+                dtype: self.dtype(),
+                requested: T::DTYPE,
             })
         }
     }
