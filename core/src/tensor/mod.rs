@@ -20,6 +20,7 @@
 //! There is no empty tensor: absence is `Option<Tensor>`.
 
 mod create;
+mod display;
 mod explain;
 mod index;
 mod inplace;
@@ -29,6 +30,7 @@ mod reduce;
 mod view;
 
 pub use create::ShapeSpec;
+pub use display::{PRINT_EDGE_ITEMS, PRINT_THRESHOLD};
 pub use explain::explain;
 
 use crate::autograd::AutogradMeta;
