@@ -5,6 +5,8 @@
 
 use crate::device::DeviceKind;
 use crate::dtype::DType;
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 
 /// `core::result::Result` with kael's [`Error`].
@@ -127,6 +129,19 @@ pub enum Error {
         /// The dtype of the Rust type asked for.
         requested: DType,
     },
+    /// A state dict whose names, shapes or dtypes differ from the module's
+    /// (`load_state_dict`). Each entry reads `name [shape] DType`;
+    /// `mismatched` ones `name: module [..] DType, given [..] DType`.
+    StateDictKeys {
+        /// The operation.
+        op: &'static str,
+        /// The module's tensors that the state dict lacks.
+        missing: Vec<String>,
+        /// Entries the module has no tensor for.
+        unexpected: Vec<String>,
+        /// Entries whose shape or dtype differ from the module's tensor.
+        mismatched: Vec<String>,
+    },
     /// An operation that does not exist for a dtype.
     UnsupportedDType {
         /// The operation.
@@ -190,6 +205,24 @@ pub enum Error {
         reason: &'static str,
     },
 }
+
+/// The first [`LISTED`] entries of `list`, comma-separated, then how many
+/// more there are.
+fn write_list(f: &mut fmt::Formatter<'_>, list: &[String]) -> fmt::Result {
+    for (i, e) in list.iter().take(LISTED).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        f.write_str(e)?;
+    }
+    if list.len() > LISTED {
+        write!(f, ", and {} more", list.len() - LISTED)?;
+    }
+    Ok(())
+}
+
+/// Entries an error message lists before "and N more".
+const LISTED: usize = 8;
 
 /// The Rust element type of a dtype, as a user writes it in `item::<T>()`.
 fn rust_type(d: DType) -> &'static str {
@@ -273,6 +306,31 @@ impl fmt::Display for Error {
                 rust_type(*requested),
                 rust_type(*dtype)
             ),
+            Error::StateDictKeys {
+                op,
+                missing,
+                unexpected,
+                mismatched,
+            } => {
+                write!(f, "{op}: the state dict does not match the module:")?;
+                let mut sep = " ";
+                for (what, list) in [
+                    ("missing", missing),
+                    ("unexpected", unexpected),
+                    ("shape or dtype differs for", mismatched),
+                ] {
+                    if !list.is_empty() {
+                        write!(f, "{sep}{what} {} (", list.len())?;
+                        write_list(f, list)?;
+                        f.write_str(")")?;
+                        sep = "; ";
+                    }
+                }
+                write!(
+                    f,
+                    "; load a state dict saved from a model of this architecture, or rename, drop or convert those entries first"
+                )
+            }
             Error::UnsupportedDType {
                 op,
                 dtype,

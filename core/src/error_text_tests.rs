@@ -47,3 +47,65 @@ fn mse_loss_with_mismatched_dtypes_names_mse_loss_and_the_conversion() {
         "{e}"
     );
 }
+
+/// A Linear(3 -> 2) with bias, for the state-dict texts.
+fn linear() -> crate::nn::Linear {
+    crate::nn::Linear::new(3, 2, true, &Device::cpu(), &mut crate::Rng::new(0))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn entry(name: &str, shape: &[usize], dtype: DType) -> (alloc::string::String, Tensor) {
+    let t = Tensor::zeros(shape, dtype, &Device::cpu()).unwrap_or_else(|e| panic!("{e}"));
+    (name.into(), t)
+}
+
+#[test]
+fn load_state_dict_lists_missing_unexpected_and_mismatched_entries_with_shapes() {
+    use crate::nn::Module;
+    let entries = [
+        entry("weight", &[3, 2], DType::F32),
+        entry("scale", &[2], DType::F64),
+    ];
+    let e = linear().load_state_dict(&entries).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "load_state_dict: the state dict does not match the module: missing 1 (bias [2] F32); \
+         unexpected 1 (scale [2] F64); shape or dtype differs for 1 (weight: module [2, 3] F32, \
+         given [3, 2] F32); load a state dict saved from a model of this architecture, or rename, \
+         drop or convert those entries first"
+    );
+}
+
+#[test]
+fn load_state_dict_names_a_dtype_difference() {
+    use crate::nn::Module;
+    let entries = [
+        entry("weight", &[2, 3], DType::F32),
+        entry("bias", &[2], DType::F64),
+    ];
+    let e = linear().load_state_dict(&entries).unwrap_err();
+    assert!(
+        matches!(&e, Error::StateDictKeys { op: "load_state_dict", missing, unexpected, mismatched }
+            if missing.is_empty() && unexpected.is_empty() && mismatched.len() == 1),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .contains("bias: module [2] F32, given [2] F64"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_long_key_list_is_cut_after_eight_entries() {
+    use crate::nn::Module;
+    let mut entries: alloc::vec::Vec<_> = (0..11)
+        .map(|i| entry(&alloc::format!("extra{i}"), &[1], DType::F32))
+        .collect();
+    entries.push(entry("weight", &[2, 3], DType::F32));
+    entries.push(entry("bias", &[2], DType::F32));
+    let msg = linear().load_state_dict(&entries).unwrap_err().to_string();
+    assert!(msg.contains("unexpected 11 (extra0 [1] F32, "), "{msg}");
+    assert!(msg.contains("extra7 [1] F32, and 3 more)"), "{msg}");
+    assert!(!msg.contains("extra8"), "{msg}");
+}
