@@ -44,7 +44,7 @@ GROUPS_KNOWN=(quick demos firmware reliability)
 TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
 
 usage() {
-    sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 groups=()
