@@ -29,6 +29,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+FUZZ_JOBS="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 TIERS="${RELIABILITY_TIERS:-miri fuzz tsan}"
 NIGHTLY="${KAEL_NIGHTLY:-nightly}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -62,7 +63,8 @@ banner() {
 
 # run NAME CMD...: echoes and runs a command, output also appended to $LOG.
 LOG="$(mktemp)"
-trap 'rm -f "$LOG"' EXIT
+FUZZ_NOTES="$(mktemp -d)"
+trap 'rm -rf "$LOG" "$FUZZ_NOTES"' EXIT
 run() {
     echo "\$ $*"
     "$@" 2>&1 | tee -a "$LOG"
@@ -125,6 +127,16 @@ miri_tier() {
     local t0=$SECONDS
     run cargo "+$NIGHTLY" miri setup || { skip miri "cargo miri setup failed"; return; }
     local ok=1
+    # sync (Arc) mode runs alongside the Rc runs below: each Miri
+    # interpreter keeps one core busy, so two at once halve the wall time on
+    # 2 cores. It builds in its own target dir so that neither cargo waits
+    # for the other's lock (kael-core and its few dependencies, built twice).
+    local sync_log sync_pid sync_ok=1
+    sync_log="$(mktemp)"
+    echo "\$ (alongside) cargo +$NIGHTLY miri test -p kael-core --lib --features sync,$SOFT_FLOATS -- --skip allocator::arena"
+    CARGO_TARGET_DIR="$TARGET_DIR/miri-sync" cargo "+$NIGHTLY" miri test -p kael-core --lib \
+        --features "sync,$SOFT_FLOATS" -- --skip allocator::arena >"$sync_log" 2>&1 &
+    sync_pid=$!
     # Rc mode. The ArenaAllocator tests take `Box::leak`ed buffers (the
     # arena API wants `&'static mut [u8]`, as firmware passes a static), so
     # they run separately with Miri's leak check off; everything else keeps it.
@@ -133,9 +145,11 @@ miri_tier() {
     MIRIFLAGS="$MIRIFLAGS -Zmiri-ignore-leaks" \
         run cargo "+$NIGHTLY" miri test -p kael-core --lib --features "$SOFT_FLOATS" \
         allocator::arena || ok=0
-    # sync (Arc) mode.
-    run cargo "+$NIGHTLY" miri test -p kael-core --lib --features "sync,$SOFT_FLOATS" \
-        -- --skip allocator::arena || ok=0
+    wait "$sync_pid" || sync_ok=0
+    echo "== sync (Arc) mode, run alongside:"
+    tee -a "$LOG" <"$sync_log"
+    rm -f "$sync_log"
+    ((sync_ok)) || ok=0
     # Integration tests (kael-tests builds kael-core with sync, via kael-host).
     local args=()
     for t in "${MIRI_TESTS[@]}"; do args+=(--test "$t"); done
@@ -163,7 +177,8 @@ miri_tier() {
 
 # ------------------------------------------------------------------ fuzz
 
-# fuzz_one DIR TARGET: runs one target for FUZZ_SECONDS; appends to `notes`.
+# fuzz_one DIR TARGET: runs one target for FUZZ_SECONDS; writes its summary
+# line to $FUZZ_NOTES/TARGET (it runs in the background, beside another).
 fuzz_one() {
     local dir="$1" target="$2"
     # New inputs go to a working corpus under DIR/target (not committed);
@@ -185,7 +200,7 @@ fuzz_one() {
         tail -60 "$flog"
         rm -f "$flog"
         echo "FUZZ FAILURE in target '$target' (exit $rc); the input is in $dir/artifacts/$target/"
-        notes+=("$target: FAILED")
+        echo "$target: FAILED" >"$FUZZ_NOTES/$target"
         return 1
     fi
     rm -f "$flog"
@@ -193,7 +208,7 @@ fuzz_one() {
     cov="$(sed -E 's/.* cov: ([0-9]+).*/\1/' <<<"$done_line")"
     ft="$(sed -E 's/.* ft: ([0-9]+).*/\1/' <<<"$done_line")"
     echo "$target: ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}"
-    notes+=("$target: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}")
+    echo "$target: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}" >"$FUZZ_NOTES/$target"
 }
 
 fuzz_tier() {
@@ -217,8 +232,23 @@ fuzz_tier() {
     local dir
     for dir in fuzz fuzz-host; do
         (cd "$dir" && run cargo "+$NIGHTLY" fuzz build --fuzz-dir "$ROOT/$dir") || { STATUS[fuzz]="FAILED"; failed=1; return; }
-        for target in $(cd "$dir" && cargo "+$NIGHTLY" fuzz list --fuzz-dir "$ROOT/$dir"); do
-            fuzz_one "$dir" "$target" || ok=0
+        # libFuzzer runs one target on one core: FUZZ_JOBS targets (default:
+        # the number of cores) fuzz side by side, each for FUZZ_SECONDS, so
+        # the wall time shrinks and each target's time does not.
+        local targets=() pids=() target
+        mapfile -t targets < <(cd "$dir" && cargo "+$NIGHTLY" fuzz list --fuzz-dir "$ROOT/$dir")
+        for target in "${targets[@]}"; do
+            fuzz_one "$dir" "$target" >"$FUZZ_NOTES/$target.out" 2>&1 &
+            pids+=($!)
+            if ((${#pids[@]} >= FUZZ_JOBS)); then
+                wait "${pids[0]}" || ok=0
+                pids=("${pids[@]:1}")
+            fi
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+        for target in "${targets[@]}"; do
+            cat "$FUZZ_NOTES/$target.out"
+            notes+=("$(cat "$FUZZ_NOTES/$target" 2>/dev/null || echo "$target: no result")")
         done
     done
     NOTE[fuzz]="$((SECONDS - t0))s: $(printf '%s; ' "${notes[@]}")"

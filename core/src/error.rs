@@ -5,6 +5,8 @@
 
 use crate::device_kind::DeviceKind;
 use crate::dtype::DType;
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 
 /// `core::result::Result` with kael's [`Error`].
@@ -117,6 +119,29 @@ pub enum Error {
         /// The dtype received.
         got: DType,
     },
+    /// Elements read as a Rust type that is not the tensor's dtype
+    /// (`item::<f64>()` on an `F32` tensor).
+    ElementTypeMismatch {
+        /// The operation (`item`, `to_vec`).
+        op: &'static str,
+        /// The tensor's dtype.
+        dtype: DType,
+        /// The dtype of the Rust type asked for.
+        requested: DType,
+    },
+    /// A state dict whose names, shapes or dtypes differ from the module's
+    /// (`load_state_dict`). Each entry reads `name [shape] DType`;
+    /// `mismatched` ones `name: module [..] DType, given [..] DType`.
+    StateDictKeys {
+        /// The operation.
+        op: &'static str,
+        /// The module's tensors that the state dict lacks.
+        missing: Vec<String>,
+        /// Entries the module has no tensor for.
+        unexpected: Vec<String>,
+        /// Entries whose shape or dtype differ from the module's tensor.
+        mismatched: Vec<String>,
+    },
     /// An operation that does not exist for a dtype.
     UnsupportedDType {
         /// The operation.
@@ -192,6 +217,38 @@ pub enum Error {
     },
 }
 
+/// The first [`LISTED`] entries of `list`, comma-separated, then how many
+/// more there are.
+fn write_list(f: &mut fmt::Formatter<'_>, list: &[String]) -> fmt::Result {
+    for (i, e) in list.iter().take(LISTED).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        f.write_str(e)?;
+    }
+    if list.len() > LISTED {
+        write!(f, ", and {} more", list.len() - LISTED)?;
+    }
+    Ok(())
+}
+
+/// Entries an error message lists before "and N more".
+const LISTED: usize = 8;
+
+/// The Rust element type of a dtype, as a user writes it in `item::<T>()`.
+fn rust_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::F16 => "half::f16",
+        DType::BF16 => "half::bf16",
+        DType::I64 => "i64",
+        DType::I32 => "i32",
+        DType::U8 => "u8",
+        DType::Bool => "bool",
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -250,6 +307,41 @@ impl fmt::Display for Error {
                 f,
                 "{op}: expected dtype {expected:?}, got {got:?}; convert with to_dtype(DType::{expected:?})"
             ),
+            Error::ElementTypeMismatch {
+                op,
+                dtype,
+                requested,
+            } => write!(
+                f,
+                "{op}: the tensor's dtype is {dtype:?} but {op}::<{}>() reads {requested:?}; call {op}::<{}>(), or convert first with to_dtype(DType::{requested:?})",
+                rust_type(*requested),
+                rust_type(*dtype)
+            ),
+            Error::StateDictKeys {
+                op,
+                missing,
+                unexpected,
+                mismatched,
+            } => {
+                write!(f, "{op}: the state dict does not match the module:")?;
+                let mut sep = " ";
+                for (what, list) in [
+                    ("missing", missing),
+                    ("unexpected", unexpected),
+                    ("shape or dtype differs for", mismatched),
+                ] {
+                    if !list.is_empty() {
+                        write!(f, "{sep}{what} {} (", list.len())?;
+                        write_list(f, list)?;
+                        f.write_str(")")?;
+                        sep = "; ";
+                    }
+                }
+                write!(
+                    f,
+                    "; load a state dict saved from a model of this architecture, or rename, drop or convert those entries first"
+                )
+            }
             Error::UnsupportedDType {
                 op,
                 dtype,
@@ -337,3 +429,7 @@ impl fmt::Debug for ErrShape {
         f.debug_list().entries(self.as_slice()).finish()
     }
 }
+
+#[cfg(test)]
+#[path = "error_text_tests.rs"]
+mod error_text_tests;

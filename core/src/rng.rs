@@ -84,6 +84,77 @@ impl Rng {
     }
 }
 
+/// [`rand_core`] interop: `kael_core::Rng` is a `rand_core::Rng` (and so a
+/// `RngCore`, the name `rand_core` 0.10 deprecates), so rand's
+/// distributions and adapters take it; `next_u64` is the same stream as the
+/// inherent [`Rng::next_u64`], `next_u32` its upper half.
+///
+/// ```
+/// use rand_core::Rng as _;
+/// let mut a = kael_core::Rng::new(7);
+/// let mut b = kael_core::Rng::new(7);
+/// assert_eq!(rand_core::Rng::next_u64(&mut a), b.next_u64());
+/// let mut bytes = [0u8; 5];
+/// a.fill_bytes(&mut bytes);
+/// assert_eq!(&bytes, &b.next_u64().to_le_bytes()[..5]);
+/// ```
+impl rand_core::TryRng for Rng {
+    type Error = core::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> core::result::Result<u32, Self::Error> {
+        Ok((Rng::next_u64(self) >> 32) as u32)
+    }
+
+    fn try_next_u64(&mut self) -> core::result::Result<u64, Self::Error> {
+        Ok(Rng::next_u64(self))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> core::result::Result<(), Self::Error> {
+        for chunk in dst.chunks_mut(8) {
+            let word = Rng::next_u64(self).to_le_bytes();
+            chunk.copy_from_slice(&word[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+/// Seeding through [`rand_core`]: `seed_from_u64(s)` is [`Rng::new(s)`](Rng::new);
+/// `from_rng` seeds from any `rand_core::Rng`, e.g. a hardware RNG on a
+/// microcontroller; `from_seed` takes the 256-bit state (an all-zero seed,
+/// which would stall xoshiro, becomes `Rng::new(0)`).
+///
+/// ```
+/// use rand_core::SeedableRng;
+/// let mut hw = kael_core::Rng::new(99); // stands in for a hardware RNG
+/// let mut a = kael_core::Rng::from_rng(&mut hw);
+/// let mut b = kael_core::Rng::seed_from_u64(3);
+/// assert_eq!(b.next_u64(), kael_core::Rng::new(3).next_u64());
+/// assert!((0.0..1.0).contains(&a.uniform()));
+/// ```
+impl rand_core::SeedableRng for Rng {
+    type Seed = [u8; 32];
+
+    fn from_seed(seed: [u8; 32]) -> Self {
+        if seed == [0; 32] {
+            return Rng::new(0);
+        }
+        let mut s = [0u64; 4];
+        for (word, bytes) in s.iter_mut().zip(seed.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(bytes);
+            *word = u64::from_le_bytes(b);
+        }
+        Self {
+            s,
+            spare_normal: None,
+        }
+    }
+
+    fn seed_from_u64(state: u64) -> Self {
+        Rng::new(state)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +168,47 @@ mod tests {
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
         assert!(mean.abs() < 0.03, "{mean}");
         assert!((var - 1.0).abs() < 0.05, "{var}");
+    }
+
+    /// A generic `rand_core` consumer, as rand's adapters are.
+    fn draw<R: rand_core::Rng + ?Sized>(r: &mut R) -> (u32, u64) {
+        (r.next_u32(), r.next_u64())
+    }
+
+    #[test]
+    fn through_rand_core_it_is_the_same_stream() {
+        let mut via_trait = Rng::new(5);
+        let mut direct = Rng::new(5);
+        let (hi, next) = draw(&mut via_trait);
+        assert_eq!(hi, (direct.next_u64() >> 32) as u32);
+        assert_eq!(next, direct.next_u64());
+    }
+
+    #[test]
+    fn fill_bytes_fills_every_byte_of_an_odd_length() {
+        let mut r = Rng::new(11);
+        let mut buf = [0u8; 13];
+        rand_core::Rng::fill_bytes(&mut r, &mut buf);
+        let mut want = Rng::new(11);
+        let (a, b) = (want.next_u64().to_le_bytes(), want.next_u64().to_le_bytes());
+        assert_eq!(&buf[..8], &a);
+        assert_eq!(&buf[8..], &b[..5]);
+    }
+
+    #[test]
+    fn an_all_zero_seed_does_not_stall_the_generator() {
+        use rand_core::SeedableRng;
+        let mut r = Rng::from_seed([0; 32]);
+        assert_ne!((r.next_u64(), r.next_u64()), (0, 0));
+    }
+
+    #[test]
+    fn seeding_from_another_generator_is_deterministic() {
+        use rand_core::SeedableRng;
+        let a = Rng::from_rng(&mut Rng::new(1)).next_u64();
+        let b = Rng::from_rng(&mut Rng::new(1)).next_u64();
+        assert_eq!(a, b);
+        assert_ne!(a, Rng::new(1).next_u64());
     }
 
     #[test]

@@ -327,8 +327,8 @@ test_device!(
 
 test_device!(to_vec_refuses_the_wrong_element_type, |dev: &Device| {
     let x = Tensor::arange(0.0f32, 3.0, dev)?;
-    let e = refused!(x.to_vec::<f64>(), "to_vec", "F32", "F64");
-    assert!(matches!(e, Error::DTypeMismatch { .. }));
+    let e = refused!(x.to_vec::<f64>(), "to_vec", "F32", "F64", "to_vec::<f32>()");
+    assert!(matches!(e, Error::ElementTypeMismatch { .. }));
     // bool and u8 share a storage type but not a dtype
     let b = Tensor::from_slice(&[true], &[1], dev)?;
     refused!(b.to_vec::<u8>(), "to_vec");

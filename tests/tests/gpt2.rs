@@ -106,27 +106,39 @@ fn tiny_model_dir(tag: &str) -> TempDir {
     dir
 }
 
-/// The numpy reference's logits, or `None` (with a message) when python3
-/// or numpy is missing.
+/// The numpy reference's logits, run with `$KAEL_PYTHON` (default
+/// `python3`; `scripts/test.sh` points it at an interpreter with numpy).
+/// When python or numpy is missing: a panic if `KAEL_REQUIRE_NUMPY` is set
+/// (as `scripts/test.sh` does, so CI cannot pass without the check),
+/// otherwise `None` after a `SKIPPED` line on stderr.
 fn reference_logits(dir: &Path, ids: &[u32]) -> Option<Vec<f32>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/gpt2_reference.py");
-    let out = match Command::new("python3")
+    let python = std::env::var("KAEL_PYTHON").unwrap_or_else(|_| "python3".into());
+    let missing = |why: String| {
+        if std::env::var_os("KAEL_REQUIRE_NUMPY").is_some_and(|v| v != "0") {
+            panic!(
+                "the numpy comparison cannot run: {why}; KAEL_REQUIRE_NUMPY is set, so this fails \
+                 (install numpy, or point KAEL_PYTHON at a python that has it)"
+            );
+        }
+        common::skip(&format!(
+            "numpy comparison not run: {why} (bash scripts/test.sh installs numpy)"
+        ));
+        None
+    };
+    let out = match Command::new(&python)
         .arg(&script)
         .arg(dir)
         .args(ids.iter().map(u32::to_string))
         .output()
     {
         Ok(o) => o,
-        Err(e) => {
-            println!("skipped: python3 is not available ({e})");
-            return None;
-        }
+        Err(e) => return missing(format!("{python} could not be run ({e})")),
     };
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("No module named 'numpy'") {
-            println!("skipped: numpy is not installed");
-            return None;
+            return missing(format!("numpy is not installed for {python}"));
         }
         panic!("gpt2_reference.py failed: {err}");
     }

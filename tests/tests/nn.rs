@@ -692,7 +692,7 @@ test_device!(
             assert!(
                 matches!(
                     err,
-                    Error::InvalidArgument {
+                    Error::StateDictKeys {
                         op: "load_state_dict",
                         ..
                     }

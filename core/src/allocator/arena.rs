@@ -182,6 +182,10 @@ impl<const MAX_BLOCKS: usize> Allocator for ArenaAllocator<MAX_BLOCKS> {
         self.state.with(|st| st.usage.stats(Some(self.len)))
     }
 
+    fn reset_peak(&self) {
+        self.state.with(|st| st.usage.reset_peak());
+    }
+
     fn name(&self) -> &'static str {
         "arena"
     }
@@ -225,6 +229,26 @@ mod tests {
         // SAFETY: p came from a.allocate(l(100)).
         unsafe { a.deallocate(p, l(100)) };
         assert!(a.allocate(l(64)).is_ok());
+    }
+
+    #[test]
+    fn reset_peak_starts_a_new_phase_at_the_bytes_in_use() {
+        let a = arena(1024);
+        let p1 = a.allocate(l(100)).unwrap();
+        let p2 = a.allocate(l(400)).unwrap();
+        // SAFETY: p2 came from a.allocate(l(400)).
+        unsafe { a.deallocate(p2, l(400)) };
+        assert_eq!(a.stats().peak, 500);
+        a.reset_peak();
+        assert_eq!((a.stats().peak, a.stats().in_use), (100, 100));
+        let p3 = a.allocate(l(50)).unwrap();
+        assert_eq!(a.stats().peak, 150);
+        assert_eq!(a.stats().allocations, 3, "counts are kept");
+        // SAFETY: p1 and p3 came from this arena with these layouts.
+        unsafe {
+            a.deallocate(p1, l(100));
+            a.deallocate(p3, l(50));
+        }
     }
 
     #[test]

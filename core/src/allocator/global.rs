@@ -101,6 +101,10 @@ impl Allocator for GlobalAllocator {
         self.usage.with(|u| u.stats(None))
     }
 
+    fn reset_peak(&self) {
+        self.usage.with(|u| u.reset_peak());
+    }
+
     fn name(&self) -> &'static str {
         "global"
     }

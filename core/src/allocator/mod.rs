@@ -119,6 +119,27 @@ pub trait Allocator: MaybeSendSync {
     /// Usage figures.
     fn stats(&self) -> AllocStats;
 
+    /// Restarts peak tracking: [`AllocStats::peak`] becomes the bytes in use
+    /// now, so the next [`stats`](Allocator::stats) reports the peak of one
+    /// phase (an inference, a training step) alone. Counts and `in_use` are
+    /// unchanged. The default does nothing (the peak stays the all-time
+    /// one, an upper bound); every allocator of kael implements it.
+    ///
+    /// ```
+    /// use kael_core::allocator::{Allocator, ArenaAllocator};
+    /// use kael_core::{shared::Shared, DType, Device, Tensor};
+    /// let buf: &'static mut [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());
+    /// let arena = Shared::new(ArenaAllocator::<16>::new(buf));
+    /// let dev = Device::cpu_with_allocator(arena.clone());
+    /// drop(Tensor::zeros(&[256], DType::F32, &dev)?); // 1 KiB, freed
+    /// assert_eq!(arena.stats().peak, 1024);
+    /// arena.reset_peak();
+    /// let _small = Tensor::zeros(&[16], DType::F32, &dev)?;
+    /// assert_eq!(arena.stats().peak, 64); // this phase only
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    fn reset_peak(&self) {}
+
     /// A short name for diagnostics (`explain`).
     fn name(&self) -> &'static str;
 }
@@ -156,6 +177,10 @@ impl Usage {
 
     pub(crate) fn on_free(&self, bytes: usize) {
         self.in_use.set(self.in_use.get().saturating_sub(bytes));
+    }
+
+    pub(crate) fn reset_peak(&self) {
+        self.peak.set(self.in_use.get());
     }
 
     pub(crate) fn on_failure(&self) {

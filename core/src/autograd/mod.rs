@@ -3,7 +3,7 @@
 //! * Every differentiable op records a [`Node`] whose edges point at its
 //!   inputs' nodes; a leaf that requires grad gets an `AccumulateGrad` node
 //!   that writes into the leaf's own `grad`, which every handle sees.
-//! * Backward rules are data ([`rules::Rule`]), one per primitive, written
+//! * Backward rules are data (`rules::Rule`, crate-private), one per primitive, written
 //!   with differentiable tensor ops, so `create_graph` gives higher orders.
 //! * The engine ([`engine`]) is iterative: dependency counting, then a ready
 //!   stack. Each node runs once, after all its consumers.

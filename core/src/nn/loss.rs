@@ -47,6 +47,8 @@ pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result
         });
     }
     input.dtype().require_float("mse_loss")?;
+    input.same_dtype("mse_loss", target)?;
+    input.same_device("mse_loss", target)?;
     let sq = input.sub(target)?.sqr()?;
     match reduction {
         Reduction::None => Ok(sq),

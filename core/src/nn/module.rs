@@ -15,6 +15,7 @@ use crate::autograd::no_grad;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -193,22 +194,44 @@ pub trait Module {
     /// over first.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the names, shapes or dtypes do not
-    /// match ([`Module::compare_state_dict`] lists which); device transfer
+    /// [`Error::StateDictKeys`] when the names, shapes or dtypes do not
+    /// match, listing the missing, unexpected and mismatched entries with
+    /// their shapes and dtypes ([`Module::compare_state_dict`] gives the
+    /// names as data); device transfer
     /// failures. Every check and transfer runs before the first write, so on
     /// an error the module is unchanged.
     fn load_state_dict(&self, entries: &[(String, Tensor)]) -> Result<()> {
         let m = self.compare_state_dict(entries);
-        if !m.missing.is_empty() || !m.unexpected.is_empty() {
-            return Err(Error::InvalidArgument {
+        if !m.is_empty() {
+            let own = self.state_dict();
+            let described = |names: &[String], from: &[(String, Tensor)]| -> Vec<String> {
+                names
+                    .iter()
+                    .map(|n| match find(from, n) {
+                        Some(t) => format!("{n} {:?} {:?}", t.shape(), t.dtype()),
+                        None => n.clone(),
+                    })
+                    .collect()
+            };
+            let mismatched = m
+                .mismatched
+                .iter()
+                .map(|n| match (find(&own, n), find(entries, n)) {
+                    (Some(a), Some(b)) => format!(
+                        "{n}: module {:?} {:?}, given {:?} {:?}",
+                        a.shape(),
+                        a.dtype(),
+                        b.shape(),
+                        b.dtype()
+                    ),
+                    _ => n.clone(),
+                })
+                .collect();
+            return Err(Error::StateDictKeys {
                 op: "load_state_dict",
-                reason: "the state dict's names differ from the module's (missing or unexpected entries); call compare_state_dict() to list them",
-            });
-        }
-        if !m.mismatched.is_empty() {
-            return Err(Error::InvalidArgument {
-                op: "load_state_dict",
-                reason: "an entry's shape or dtype differs from the module's tensor; call compare_state_dict() to list them and convert the entries first",
+                missing: described(&m.missing, &own),
+                unexpected: described(&m.unexpected, entries),
+                mismatched,
             });
         }
         no_grad(|| {

@@ -400,7 +400,7 @@ impl Tensor {
     /// The elements in logical row-major order.
     ///
     /// # Errors
-    /// [`Error::DTypeMismatch`] when `T` is not the tensor's dtype.
+    /// [`Error::ElementTypeMismatch`] when `T` is not the tensor's dtype.
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -409,7 +409,13 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        self.check_element::<T>("to_vec")?;
+        self.read_vec("to_vec")
+    }
+
+    /// [`to_vec`](Self::to_vec), its errors naming `op` (the public
+    /// operation the user called).
+    fn read_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
+        self.check_element::<T>(op)?;
         if !self.device().is_host_memory() {
             return self.to_vec_via_backend();
         }
@@ -465,7 +471,8 @@ impl Tensor {
     /// The value of a one-element tensor.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] unless `numel() == 1`; dtype mismatch.
+    /// [`Error::InvalidArgument`] unless `numel() == 1`;
+    /// [`Error::ElementTypeMismatch`] when `T` is not the tensor's dtype.
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -479,10 +486,12 @@ impl Tensor {
                 reason: "item() needs a tensor with exactly one element; index or reduce it first",
             });
         }
-        self.to_vec::<T>()?.pop().ok_or(Error::InvalidArgument {
-            op: "item",
-            reason: "empty tensor",
-        })
+        self.read_vec::<T>("item")?
+            .pop()
+            .ok_or(Error::InvalidArgument {
+                op: "item",
+                reason: "empty tensor",
+            })
     }
 
     // ------------------------------------------------------------ copies

@@ -4,7 +4,7 @@
 //! 1. `shape.rank() == placement.strides.rank() <= MAX_RANK`.
 //! 2. The layout stays inside the storage: `Layout::reach() <=
 //!    storage.nbytes() / dtype.size_in_bytes()` (and `offset <=` that count
-//!    when the tensor is empty). [`TensorImpl::new`] checks 1 and 2; it is
+//!    when the tensor is empty). `TensorImpl::new` checks 1 and 2; it is
 //!    the only way an impl is made, so accessors and kernels never re-check.
 //! 3. The device is the storage's device, or another host-memory device
 //!    when both are host memory: `to_device` between two host-memory
@@ -20,6 +20,7 @@
 //! There is no empty tensor: absence is `Option<Tensor>`.
 
 mod create;
+mod display;
 mod explain;
 mod index;
 mod inplace;
@@ -29,6 +30,7 @@ mod reduce;
 mod view;
 
 pub use create::ShapeSpec;
+pub use display::{PRINT_EDGE_ITEMS, PRINT_THRESHOLD};
 pub use explain::explain;
 
 use crate::autograd::AutogradMeta;
@@ -406,15 +408,15 @@ impl Tensor {
         }
     }
 
-    /// Errors unless `T` matches the dtype.
+    /// Errors unless `T` matches the dtype (`op` reads elements as `T`).
     pub(crate) fn check_element<T: Element>(&self, op: &'static str) -> Result<()> {
         if T::DTYPE == self.dtype() {
             Ok(())
         } else {
-            Err(Error::DTypeMismatch {
+            Err(Error::ElementTypeMismatch {
                 op,
-                expected: self.dtype(),
-                got: T::DTYPE,
+                dtype: self.dtype(),
+                requested: T::DTYPE,
             })
         }
     }

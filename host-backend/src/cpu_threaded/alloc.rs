@@ -268,6 +268,11 @@ impl Allocator for CachingAllocator {
         }
     }
 
+    fn reset_peak(&self) {
+        let mut st = self.lock();
+        st.peak = st.in_use;
+    }
+
     fn name(&self) -> &'static str {
         "caching"
     }
@@ -296,6 +301,20 @@ mod tests {
             let c = size_class(n);
             assert!(c >= n && c - n <= n / 4, "{n} -> {c}");
         }
+    }
+
+    #[test]
+    fn reset_peak_starts_a_new_phase_at_the_bytes_in_use() {
+        let a = CachingAllocator::new(1 << 28);
+        let p = a.allocate_zeroed(l(4096)).unwrap();
+        let q = a.allocate_zeroed(l(8192)).unwrap();
+        // SAFETY: from `a`, same layout, not used again.
+        unsafe { a.deallocate(q, l(8192)) };
+        assert_eq!(a.stats().peak, 4096 + 8192);
+        a.reset_peak();
+        assert_eq!(a.stats().peak, 4096);
+        // SAFETY: as above.
+        unsafe { a.deallocate(p, l(4096)) };
     }
 
     #[test]

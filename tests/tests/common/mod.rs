@@ -2,6 +2,33 @@
 #![allow(dead_code)]
 
 use kael_core::{Device, Tensor};
+use std::io::Write;
+
+/// Says, where a user sees it, that a test passed without running its
+/// check: writes `SKIPPED <test>: <why>` on a line of its own straight to
+/// the process's stderr, past the test harness's output capture
+/// (`println!` in a passing test is swallowed), so the line shows in
+/// `cargo test` output and `scripts/test.sh` lists it in its summary.
+pub fn skip(why: &str) {
+    let name = std::thread::current().name().unwrap_or("?").to_string();
+    say(&format!("\nSKIPPED {name}: {why}\n"));
+}
+
+/// One `write` call, so the line is not torn by the harness's output.
+fn say(line: &str) {
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// [`skip`] once per test binary for a reason every case shares (no CUDA
+/// driver: one line, not one per device test).
+pub fn skip_once(why: &str) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        say(&format!(
+            "\nSKIPPED every cuda case of this test binary: {why}\n"
+        ));
+    });
+}
 
 /// The threaded CPU device with its defaults (threads = cores, the default
 /// parallel threshold): small test inputs run inline.
@@ -28,7 +55,7 @@ pub fn cuda() -> Option<Device> {
     match kael_host::cuda::device(0) {
         Ok(d) => Some(d),
         Err(e) if e.is_no_gpu() && std::env::var_os("KAEL_REQUIRE_CUDA").is_none() => {
-            println!("skipped: {e}");
+            skip_once(&format!("{e}"));
             None
         }
         Err(e) => panic!("CUDA device 0 could not be opened: {e}"),

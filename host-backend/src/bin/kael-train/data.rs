@@ -32,6 +32,16 @@ impl Corpus {
         }
     }
 
+    /// An encoder/decoder for a saved vocabulary (sorted characters), with
+    /// no text.
+    pub fn from_vocab(chars: Vec<char>) -> Self {
+        Self {
+            chars,
+            train: Vec::new(),
+            val: Vec::new(),
+        }
+    }
+
     pub fn decode(&self, ids: &[i64]) -> String {
         ids.iter()
             .map(|&i| self.chars.get(i as usize).copied().unwrap_or('?'))

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p kael-host --bin kael-train            # the full demo (~35 s on 2 cores; --device cpu: ~2 min)
 //! cargo run --release -p kael-host --bin kael-train -- --quick # a few seconds (CI)
+//! cargo run --release -p kael-host --bin kael-train -- --sample --checkpoint PATH --prompt "WAR, n."
 //! ```
 //!
 //! The text is *The Devil's Dictionary* by Ambrose Bierce (1911, public
@@ -19,20 +20,28 @@
 //! threaded CPU backend by default (`--device cpu`: the reference backend,
 //! on which a run is deterministic for a given `--seed`; the threaded
 //! backend matches it within float rounding).
+//!
+//! The checkpoint goes to `--out`, by default `kael-train/char-gpt.safetensors`
+//! under the cargo target directory (`$CARGO_TARGET_DIR`, else the `target/`
+//! the binary was built in), whatever the current directory. On a terminal
+//! training shows a progress bar; otherwise (CI, a pipe) a line every
+//! `--log-every` steps with loss, tokens/s and ETA. `--sample --checkpoint
+//! PATH` loads a saved checkpoint and generates text without training.
 
 mod data;
 mod model;
+mod progress;
+mod sample;
 
 use clap::{Parser, ValueEnum};
 use data::{Corpus, TEXT};
-use indicatif::{ProgressBar, ProgressStyle};
 use kael_core::nn::{Module, Reduction, cross_entropy};
 use kael_core::optim::{AdamConfig, AdamW, Optimizer, WarmupCosine, clip_grad_norm_};
 use kael_core::{Device, Rng, Tensor, no_grad};
 use kael_host::checkpoint;
 use model::{CharGpt, Config};
 use std::error::Error;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -67,9 +76,23 @@ struct Args {
     /// Seed of every random choice (init, batches, sampling).
     #[arg(long, default_value_t = 1337)]
     seed: u64,
-    /// Checkpoint path (safetensors).
-    #[arg(long, default_value = "target/kael-train/char-gpt.safetensors")]
-    out: PathBuf,
+    /// Checkpoint path (safetensors) [default: kael-train/char-gpt.safetensors
+    /// in $CARGO_TARGET_DIR, else in the target/ the binary was built in].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// When stderr is not a terminal: print progress every N steps
+    /// [default: about ten lines per run].
+    #[arg(long, default_value_t = 0)]
+    log_every: usize,
+    /// Generate from a saved checkpoint (--checkpoint) instead of training.
+    #[arg(long)]
+    sample: bool,
+    /// The checkpoint --sample reads (a file a training run saved).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Text --sample continues [default: a newline].
+    #[arg(long, default_value = "\n")]
+    prompt: String,
     /// Characters to generate at the end [default: 300; --quick: 120].
     #[arg(long)]
     sample_chars: Option<usize>,
@@ -201,8 +224,40 @@ fn generate(
     Ok(corpus.decode(&ids[start..]))
 }
 
+/// Where the checkpoint goes without `--out`: under `$CARGO_TARGET_DIR`,
+/// else under the cargo target directory holding this binary
+/// (`<target>/<profile>/kael-train`), else the current directory; never a
+/// `target/` relative to wherever the command was started.
+fn default_out() -> PathBuf {
+    let file = Path::new("kael-train").join("char-gpt.safetensors");
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join(file);
+    }
+    let target = std::env::current_exe().ok().and_then(|exe| {
+        let profile_dir = exe.parent()?;
+        let is_cargo_dir = profile_dir.parent()?.join("CACHEDIR.TAG").exists();
+        is_cargo_dir.then(|| profile_dir.parent().map(Path::to_path_buf))?
+    });
+    target.unwrap_or_default().join(file)
+}
+
 fn main() -> ExitCode {
-    match run(Args::parse()) {
+    let args = Args::parse();
+    let result = if args.sample {
+        match &args.checkpoint {
+            Some(path) => sample::run(
+                path,
+                &make_device(args.device),
+                &args.prompt,
+                args.sample_chars.unwrap_or(300),
+                args.seed,
+            ),
+            None => Err("--sample needs --checkpoint PATH: a checkpoint a training run saved (it prints the path at the end)".into()),
+        }
+    } else {
+        run(args)
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kael-train: {e}");
@@ -261,13 +316,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let mut opt = AdamW::new(params.clone(), adam)?;
     let schedule = WarmupCosine::new(args.lr, args.lr / 10.0, p.steps / 10, p.steps)?;
 
-    let bar = ProgressBar::new(p.steps as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "step {pos:>4}/{len} [{bar:28.cyan/blue}] {msg} | {elapsed_precise} ETA {eta}",
-        )?
-        .progress_chars("=> "),
-    );
+    let bar = progress::Progress::new(p.steps, args.log_every)?;
     let eval_every = (p.steps / 5).max(1);
     let tokens_per_step = p.batch * cfg.context;
     let t_train = Instant::now();
@@ -283,17 +332,12 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         opt.step()?;
         let tok_s =
             ((step + 1) * tokens_per_step) as f64 / (t_train.elapsed().as_secs_f64() - eval_s);
-        bar.set_message(format!(
-            "loss {:.3} | {:>6.0} tok/s",
-            l.item::<f32>()?,
-            tok_s
-        ));
-        bar.inc(1);
+        bar.step(step + 1, l.item::<f32>()?, tok_s);
         if (step + 1) % eval_every == 0 && step + 1 < p.steps {
             let t_eval = Instant::now();
             let v = val_loss(&model, &corpus, &eval_set, &device)?;
             eval_s += t_eval.elapsed().as_secs_f64();
-            bar.suspend(|| println!("step {:>4}: validation loss {v:.4}", step + 1));
+            bar.println(&format!("step {:>4}: validation loss {v:.4}", step + 1));
         }
     }
     bar.finish();
@@ -306,7 +350,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     );
 
     // Checkpoint: save, reload into a freshly built (differently seeded) model.
-    if let Some(dir) = args.out.parent() {
+    let out = args.out.clone().unwrap_or_else(default_out);
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     let vocab: String = corpus.chars.iter().collect();
@@ -315,19 +360,19 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         cfg.layers, cfg.dim, cfg.heads, cfg.context
     );
     let meta = [
-        ("format", "kael-train char-gpt"),
+        ("format", sample::FORMAT),
         ("config", shape.as_str()),
         ("vocab", vocab.as_str()),
     ];
-    checkpoint::save(&args.out, &model.state_dict(), &meta)?;
-    let ck = checkpoint::load(&args.out, &device)?;
+    checkpoint::save(&out, &model.state_dict(), &meta)?;
+    let ck = checkpoint::load(&out, &device)?;
     let fresh = CharGpt::new(cfg, &device, &mut Rng::new(args.seed.wrapping_add(1)))?;
     fresh.load_state_dict(&ck.tensors)?;
     let reload_val = val_loss(&fresh, &corpus, &eval_set, &device)?;
     let identical = reload_val.to_bits() == end_val.to_bits();
     println!(
         "checkpoint: {} ({} tensors); reloaded model's validation loss {reload_val:.4} ({})",
-        args.out.display(),
+        out.display(),
         ck.tensors.len(),
         if identical { "identical" } else { "DIFFERENT" }
     );

@@ -1,0 +1,111 @@
+//! Error texts name the public operation the user called and the fix
+//! (issue 22: texts that pointed the wrong way).
+
+use crate::nn::{Reduction, mse_loss};
+use crate::{DType, Device, Error, Tensor};
+use alloc::string::ToString;
+
+#[test]
+fn item_with_the_wrong_type_names_item_and_the_matching_type() {
+    let t = Tensor::scalar(1.5f32, &Device::cpu()).unwrap_or_else(|e| panic!("{e}"));
+    let e = t.item::<f64>().unwrap_err();
+    assert_eq!(
+        e,
+        Error::ElementTypeMismatch {
+            op: "item",
+            dtype: DType::F32,
+            requested: DType::F64
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "item: the tensor's dtype is F32 but item::<f64>() reads F64; call item::<f32>(), or convert first with to_dtype(DType::F64)"
+    );
+}
+
+#[test]
+fn to_vec_with_the_wrong_type_does_not_suggest_the_dtype_it_already_has() {
+    let t = Tensor::from_slice(&[1i32, 2], &[2], &Device::cpu()).unwrap_or_else(|e| panic!("{e}"));
+    let msg = t.to_vec::<i64>().unwrap_err().to_string();
+    assert!(msg.starts_with("to_vec: "), "{msg}");
+    assert!(msg.contains("call to_vec::<i32>()"), "{msg}");
+    assert!(!msg.contains("to_dtype(DType::I32)"), "{msg}");
+}
+
+#[test]
+fn mse_loss_with_mismatched_dtypes_names_mse_loss_and_the_conversion() {
+    let dev = Device::cpu();
+    let x = Tensor::zeros(&[3], DType::F32, &dev).unwrap_or_else(|e| panic!("{e}"));
+    let y = Tensor::zeros(&[3], DType::F64, &dev).unwrap_or_else(|e| panic!("{e}"));
+    let e = mse_loss(&x, &y, Reduction::Mean).unwrap_err();
+    assert!(
+        matches!(e, Error::DTypeMismatch { op: "mse_loss", .. }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("convert with to_dtype(DType::F32)"),
+        "{e}"
+    );
+}
+
+/// A Linear(3 -> 2) with bias, for the state-dict texts.
+fn linear() -> crate::nn::Linear {
+    crate::nn::Linear::new(3, 2, true, &Device::cpu(), &mut crate::Rng::new(0))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn entry(name: &str, shape: &[usize], dtype: DType) -> (alloc::string::String, Tensor) {
+    let t = Tensor::zeros(shape, dtype, &Device::cpu()).unwrap_or_else(|e| panic!("{e}"));
+    (name.into(), t)
+}
+
+#[test]
+fn load_state_dict_lists_missing_unexpected_and_mismatched_entries_with_shapes() {
+    use crate::nn::Module;
+    let entries = [
+        entry("weight", &[3, 2], DType::F32),
+        entry("scale", &[2], DType::F64),
+    ];
+    let e = linear().load_state_dict(&entries).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "load_state_dict: the state dict does not match the module: missing 1 (bias [2] F32); \
+         unexpected 1 (scale [2] F64); shape or dtype differs for 1 (weight: module [2, 3] F32, \
+         given [3, 2] F32); load a state dict saved from a model of this architecture, or rename, \
+         drop or convert those entries first"
+    );
+}
+
+#[test]
+fn load_state_dict_names_a_dtype_difference() {
+    use crate::nn::Module;
+    let entries = [
+        entry("weight", &[2, 3], DType::F32),
+        entry("bias", &[2], DType::F64),
+    ];
+    let e = linear().load_state_dict(&entries).unwrap_err();
+    assert!(
+        matches!(&e, Error::StateDictKeys { op: "load_state_dict", missing, unexpected, mismatched }
+            if missing.is_empty() && unexpected.is_empty() && mismatched.len() == 1),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .contains("bias: module [2] F32, given [2] F64"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_long_key_list_is_cut_after_eight_entries() {
+    use crate::nn::Module;
+    let mut entries: alloc::vec::Vec<_> = (0..11)
+        .map(|i| entry(&alloc::format!("extra{i}"), &[1], DType::F32))
+        .collect();
+    entries.push(entry("weight", &[2, 3], DType::F32));
+    entries.push(entry("bias", &[2], DType::F32));
+    let msg = linear().load_state_dict(&entries).unwrap_err().to_string();
+    assert!(msg.contains("unexpected 11 (extra0 [1] F32, "), "{msg}");
+    assert!(msg.contains("extra7 [1] F32, and 3 more)"), "{msg}");
+    assert!(!msg.contains("extra8"), "{msg}");
+}
