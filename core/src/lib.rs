@@ -46,13 +46,7 @@ extern crate std;
 pub mod allocator;
 pub mod autograd;
 pub mod backend;
-// The module docs of `conformance` link `Tensor`, `Rng` and
-// `Tensor::to_device` without a path in scope (rustdoc warns; `cargo doc`
-// warnings fail CI). Its files are being rewritten elsewhere (issue 22 left
-// them alone): write the links as `crate::Tensor`, `crate::Rng` and
-// `crate::Tensor::to_device` there, then remove this allow.
 #[cfg(feature = "conformance")]
-#[allow(rustdoc::broken_intra_doc_links)]
 pub mod conformance;
 pub mod cpu;
 pub mod device;

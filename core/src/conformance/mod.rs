@@ -1,9 +1,9 @@
-//! The backend conformance suite: runs every public op of [`Tensor`] on a
+//! The backend conformance suite: runs every public op of [`Tensor`](crate::Tensor) on a
 //! [`Device`] and on the reference CPU backend, and compares the results.
 //!
 //! Each *check* builds its inputs on the reference CPU from a fixed seed
-//! ([`Rng`]), moves them to the device under test with
-//! [`Tensor::to_device`], takes the same views on both sides (the layout
+//! ([`Rng`](crate::Rng)), moves them to the device under test with
+//! [`Tensor::to_device`](crate::Tensor::to_device), takes the same views on both sides (the layout
 //! set of `cases.rs`: contiguous, transposed, sliced with step 2, broadcast
 //! with stride 0, zero-size, rank 0, rank 8), runs the op, brings the
 //! results back with `to_device(&Device::cpu())`, and compares them with

@@ -421,7 +421,7 @@ macro_rules! binary_table {
 
             /// The op's float function as one closure that matches the op
             /// per element: the reference kernels' form (see
-            /// [`UnaryOp::float_fn_in`]). An op outside `OPS` or refusing
+            /// [`UnaryOp::float_fn_in`](crate::ops::UnaryOp::float_fn_in)). An op outside `OPS` or refusing
             /// floats returns its lhs, which is never used: callers refuse
             /// such ops first.
             pub fn float_fn_in<T: $crate::dtype::Float, const OPS: u128>(self) -> impl Fn(T, T) -> T + Copy {
@@ -587,7 +587,7 @@ macro_rules! compare_table {
 
             /// The op's function as one closure that matches the op per
             /// element: the reference kernels' form (see
-            /// [`UnaryOp::float_fn_in`]).
+            /// [`UnaryOp::float_fn_in`](crate::ops::UnaryOp::float_fn_in)).
             pub fn fn_of<T: $crate::dtype::Scalar>(self) -> impl Fn(T, T) -> bool + Copy {
                 move |x: T, y: T| -> bool {
                     match self {
