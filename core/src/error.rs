@@ -249,6 +249,61 @@ fn rust_type(d: DType) -> &'static str {
     }
 }
 
+/// The name of the kernel-selection bit ([`crate::cpu::ops`]) of the op or
+/// kernel family `op` names: the upper-cased name for table ops (`sin` ->
+/// `SIN`, `gelu_tanh` -> `GELU_TANH`), the family for the rest.
+fn write_selection_bit(f: &mut fmt::Formatter<'_>, op: &str) -> fmt::Result {
+    let family = match op {
+        "to_dtype" => Some("CAST"),
+        "argmax" | "argmin" => Some("ARG_REDUCE"),
+        "softmax" | "log_softmax" => Some("SOFTMAX"),
+        "sum" | "max" | "min" | "prod" | "reduce" => Some("REDUCE"),
+        _ => None,
+    };
+    match family {
+        Some(bit) => f.write_str(bit),
+        None => {
+            for c in op.chars() {
+                write!(f, "{}", c.to_ascii_uppercase())?;
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Error {
+    /// The same error reported as coming from `op`: a public method that
+    /// runs another (`add_` through the `add` kernel) names itself, since
+    /// that is what the user called. Errors without an operation (out of
+    /// memory, the allocator's block limit) are returned as they are.
+    pub(crate) fn renamed(mut self, name: &'static str) -> Self {
+        match &mut self {
+            Error::DimOutOfRange { op, .. }
+            | Error::RankMismatch { op, .. }
+            | Error::BroadcastMismatch { op, .. }
+            | Error::ShapeMismatch { op, .. }
+            | Error::ElementCountMismatch { op, .. }
+            | Error::ViewNotPossible { op, .. }
+            | Error::IndexOutOfRange { op, .. }
+            | Error::OutOfBounds { op, .. }
+            | Error::DTypeMismatch { op, .. }
+            | Error::ElementTypeMismatch { op, .. }
+            | Error::StateDictKeys { op, .. }
+            | Error::UnsupportedDType { op, .. }
+            | Error::DeviceMismatch { op, .. }
+            | Error::Unsupported { op, .. }
+            | Error::InternalOverlap { op, .. }
+            | Error::BorrowConflict { op, .. }
+            | Error::InvalidArgument { op, .. }
+            | Error::Autograd { op, .. } => *op = name,
+            Error::RankTooLarge { .. }
+            | Error::OutOfMemory { .. }
+            | Error::AllocatorBlockLimit { .. } => {}
+        }
+        self
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -354,6 +409,22 @@ impl fmt::Display for Error {
                 f,
                 "{op}: operands are on different devices ({lhs:?} and {rhs:?}); move one with to_device() first"
             ),
+            // The reference backend only refuses an op when a CpuBackend's
+            // OPS set leaves it out (NOTE [Kernel selection]): name the bit.
+            Error::Unsupported {
+                op,
+                device: DeviceKind::Cpu,
+            } => {
+                write!(
+                    f,
+                    "{op}: not linked into this CpuBackend: its OPS set lacks the kernel-selection bit kael_core::cpu::ops::"
+                )?;
+                write_selection_bit(f, op)?;
+                write!(
+                    f,
+                    "; add that bit to OPS, or use Device::cpu(), which has every op"
+                )
+            }
             Error::Unsupported { op, device } => write!(
                 f,
                 "{op}: not implemented on the {device:?} backend; move the tensor to a device that implements it (e.g. Device::cpu())"

@@ -109,3 +109,49 @@ fn a_long_key_list_is_cut_after_eight_entries() {
     assert!(msg.contains("extra7 [1] F32, and 3 more)"), "{msg}");
     assert!(!msg.contains("extra8"), "{msg}");
 }
+
+#[test]
+fn in_place_arithmetic_errors_name_the_in_place_method() {
+    let dev = Device::cpu();
+    let f = Tensor::from_slice(&[1.0f32, 2.0], &[2], &dev).unwrap_or_else(|e| panic!("{e}"));
+    let d = Tensor::from_slice(&[1.0f64, 2.0], &[2], &dev).unwrap_or_else(|e| panic!("{e}"));
+    let i = Tensor::from_slice(&[1i64, 2], &[2], &dev).unwrap_or_else(|e| panic!("{e}"));
+    for (got, want) in [
+        (f.add_(&d), "add_"),
+        (f.sub_(&d), "sub_"),
+        (f.mul_(&d), "mul_"),
+        (i.div_(&i), "div_"),
+    ] {
+        let e = got.unwrap_err();
+        assert!(
+            e.to_string().starts_with(&alloc::format!("{want}: ")),
+            "{e}"
+        );
+    }
+    // and the tensors are unchanged
+    assert_eq!(i.to_vec::<i64>().unwrap_or_else(|e| panic!("{e}")), [1, 2]);
+}
+
+#[test]
+fn an_op_left_out_of_a_firmware_backend_names_the_bit_to_add() {
+    use crate::allocator::GlobalAllocator;
+    use crate::cpu::{CpuBackend, dtypes, ops};
+    use crate::shared::Shared;
+    type Small = CpuBackend<{ dtypes::F32 }, { ops::MLP_INFERENCE }, true>;
+    let dev = Device::from_backend(Shared::new(Small::with_allocator(Shared::new(
+        GlobalAllocator::new(),
+    ))));
+    let x = Tensor::from_slice(&[1.0f32, -2.0], &[2], &dev).unwrap_or_else(|e| panic!("{e}"));
+    for (e, bit) in [
+        (x.gelu_tanh().unwrap_err(), "ops::GELU_TANH"),
+        (x.sum_all().unwrap_err(), "ops::REDUCE"),
+        (x.argmax(0, false).unwrap_err(), "ops::ARG_REDUCE"),
+    ] {
+        let msg = e.to_string();
+        assert!(
+            msg.contains(bit) && msg.contains("add that bit to OPS"),
+            "{msg}"
+        );
+        assert!(!msg.contains("not implemented on"), "{msg}");
+    }
+}

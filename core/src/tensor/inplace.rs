@@ -56,12 +56,14 @@ impl Tensor {
         Ok(b)
     }
 
-    fn binary_(&self, op: BinaryOp, other: &Tensor) -> Result<()> {
-        self.same_dtype(op.name(), other)?;
-        check_binary_dtype(op, self.dtype())?;
-        self.check_writable(op.name())?;
-        self.check_inplace_autograd(op.name())?;
-        let src = autograd::no_grad(|| self.source_for(op.name(), other))?;
+    /// `self = self op other`; errors name the in-place method (`name`,
+    /// e.g. `add_`), which is what the user called.
+    fn binary_(&self, op: BinaryOp, name: &'static str, other: &Tensor) -> Result<()> {
+        self.same_dtype(name, other)?;
+        check_binary_dtype(op, self.dtype()).map_err(|e| e.renamed(name))?;
+        self.check_writable(name)?;
+        self.check_inplace_autograd(name)?;
+        let src = autograd::no_grad(|| self.source_for(name, other))?;
         let record = autograd::needs_record(&[self, other]);
         let old_edge = if record {
             autograd::grad_edge(self)
@@ -80,7 +82,8 @@ impl Tensor {
         let saved_other = (record && matches!(op, BinaryOp::Mul | BinaryOp::Div))
             .then(|| SavedTensor::input(other));
         let dev = self.device();
-        self.with_src(|d| src.with_src(|s| dev.backend().binary(op, d, s, d)))?;
+        self.with_src(|d| src.with_src(|s| dev.backend().binary(op, d, s, d)))
+            .map_err(|e| e.renamed(name))?;
         self.storage().bump_version();
         if record {
             let rule = Rule::InplaceBinary {
@@ -143,7 +146,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn add_(&self, other: &Tensor) -> Result<()> {
-        self.binary_(BinaryOp::Add, other)
+        self.binary_(BinaryOp::Add, "add_", other)
     }
 
     /// `self -= other`.
@@ -159,7 +162,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn sub_(&self, other: &Tensor) -> Result<()> {
-        self.binary_(BinaryOp::Sub, other)
+        self.binary_(BinaryOp::Sub, "sub_", other)
     }
 
     /// `self *= other`.
@@ -175,7 +178,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn mul_(&self, other: &Tensor) -> Result<()> {
-        self.binary_(BinaryOp::Mul, other)
+        self.binary_(BinaryOp::Mul, "mul_", other)
     }
 
     /// `self /= other` (float dtypes).
@@ -191,7 +194,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn div_(&self, other: &Tensor) -> Result<()> {
-        self.binary_(BinaryOp::Div, other)
+        self.binary_(BinaryOp::Div, "div_", other)
     }
 
     /// Sets every element to `value`.
