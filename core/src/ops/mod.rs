@@ -35,6 +35,8 @@
 
 #[macro_use]
 mod define;
+#[macro_use]
+mod define_compare;
 pub mod binary;
 pub mod compare;
 pub(crate) mod scalar;

@@ -19,6 +19,7 @@
 //!
 //! There is no empty tensor: absence is `Option<Tensor>`.
 
+mod convert;
 mod create;
 mod display;
 mod explain;
@@ -26,7 +27,10 @@ mod index;
 mod inplace;
 mod linalg;
 mod ops;
+mod readback;
 mod reduce;
+mod reinterpret;
+mod split;
 mod view;
 
 pub use create::ShapeSpec;

@@ -1,13 +1,16 @@
 //! Views: new impls over the same storage. Shapes, strides, offsets and
 //! view-or-copy behaviour follow PyTorch.
 
-use super::Tensor;
 use super::create::{ShapeSpec, infer_shape};
+use super::{Tensor, TensorImpl};
 use crate::autograd::rules::{Replay, Rule, ViewKind};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shape::{Dims, resolve_dim};
+use crate::shared::Shared;
+use crate::storage::Storage;
 use alloc::vec::Vec;
 
 impl Tensor {
@@ -366,244 +369,6 @@ impl Tensor {
         )
     }
 
-    /// Splits `dim` into `chunks` views of `ceil(size / chunks)` (the last
-    /// may be smaller; fewer may be returned, as in PyTorch).
-    ///
-    /// # Errors
-    /// Bad `dim`; `chunks == 0`.
-    ///
-    /// ```
-    /// use kael_core::{Device, Tensor};
-    /// let x = Tensor::arange(0.0f32, 5.0, &Device::cpu())?;
-    /// let c = x.chunk(2, 0)?;
-    /// assert_eq!((c[0].shape(), c[1].shape()), (&[3][..], &[2][..]));
-    /// # Ok::<(), kael_core::Error>(())
-    /// ```
-    pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
-        if chunks == 0 {
-            return Err(Error::InvalidArgument {
-                op: "chunk",
-                reason: "chunks must be at least 1",
-            });
-        }
-        let d = resolve_dim("chunk", dim, self.rank())?;
-        let size = self.shape()[d];
-        if size == 0 {
-            // PyTorch: `chunks` empty pieces (split would return just one)
-            let mut out = Vec::new();
-            out.try_reserve_exact(chunks)
-                .map_err(|_| Error::OutOfMemory {
-                    requested: chunks.saturating_mul(core::mem::size_of::<Tensor>()),
-                    available: None,
-                })?;
-            for _ in 0..chunks {
-                out.push(self.narrow(dim, 0, 0)?);
-            }
-            return Ok(out);
-        }
-        self.split(size.div_ceil(chunks), dim)
-    }
-
-    /// Splits `dim` into views of `split_size` (the last may be smaller).
-    ///
-    /// # Errors
-    /// Bad `dim`; `split_size == 0` on a non-empty dim.
-    ///
-    /// ```
-    /// use kael_core::{Device, Tensor};
-    /// let x = Tensor::arange(0.0f32, 5.0, &Device::cpu())?;
-    /// let s = x.split(2, 0)?;
-    /// assert_eq!(s.len(), 3);
-    /// assert_eq!(s[2].to_vec::<f32>()?, vec![4.0]);
-    /// # Ok::<(), kael_core::Error>(())
-    /// ```
-    pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Tensor>> {
-        let d = resolve_dim("split", dim, self.rank())?;
-        let size = self.shape()[d];
-        if split_size == 0 {
-            if size == 0 {
-                return Ok(alloc::vec![self.narrow(dim, 0, 0)?]);
-            }
-            return Err(Error::InvalidArgument {
-                op: "split",
-                reason: "split_size must be at least 1 for a non-empty dimension",
-            });
-        }
-        let mut out = Vec::new();
-        let mut start = 0;
-        while start < size {
-            let len = split_size.min(size - start);
-            out.push(self.narrow(dim, start, len)?);
-            start += len;
-        }
-        if out.is_empty() {
-            out.push(self.narrow(dim, 0, 0)?);
-        }
-        Ok(out)
-    }
-
-    /// Splits `dim` into views with the given sizes (which must sum to it).
-    ///
-    /// # Errors
-    /// Bad `dim`; sizes that do not sum to the dim's size.
-    ///
-    /// ```
-    /// use kael_core::{Device, Tensor};
-    /// let x = Tensor::arange(0.0f32, 5.0, &Device::cpu())?;
-    /// let s = x.split_sizes(&[1, 4], 0)?;
-    /// assert_eq!(s[1].to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0]);
-    /// # Ok::<(), kael_core::Error>(())
-    /// ```
-    pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
-        let d = resolve_dim("split_sizes", dim, self.rank())?;
-        // Checked: sizes summing past usize::MAX are simply not the size.
-        let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
-        if total != Some(self.shape()[d]) {
-            return Err(Error::InvalidArgument {
-                op: "split_sizes",
-                reason: "the sizes must sum to the size of the dimension",
-            });
-        }
-        let mut start = 0;
-        let mut out = Vec::with_capacity(sizes.len());
-        for &s in sizes {
-            out.push(self.narrow(dim, start, s)?);
-            start += s;
-        }
-        Ok(out)
-    }
-
-    /// A view with explicit sizes, strides and storage offset, checked
-    /// against the storage's bounds.
-    ///
-    /// # Errors
-    /// Rank disagreement; an element count that overflows `usize`;
-    /// [`Error::OutOfBounds`] past the storage's end.
-    ///
-    /// ```
-    /// use kael_core::{Device, Tensor};
-    /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?;
-    /// let w = x.as_strided(&[2, 3], &[1, 2], 0)?;
-    /// assert_eq!(w.to_vec::<f32>()?, vec![0.0, 2.0, 4.0, 1.0, 3.0, 5.0]);
-    /// assert!(x.as_strided(&[2, 3], &[1, 2], 1).is_err()); // would reach element 6
-    /// # Ok::<(), kael_core::Error>(())
-    /// ```
-    #[must_use = "views are new tensors; the input is unchanged"]
-    pub fn as_strided(
-        &self,
-        size: &[usize],
-        stride: &[usize],
-        storage_offset: usize,
-    ) -> Result<Tensor> {
-        let layout = Layout::new(size, stride, storage_offset)?;
-        crate::shape::checked_numel("as_strided", size)?;
-        let storage_len = self.storage_nbytes() / self.element_size();
-        if layout.reach() > storage_len {
-            return Err(Error::OutOfBounds {
-                op: "as_strided",
-                reach: layout.reach(),
-                storage_len,
-            });
-        }
-        let input = self.layout();
-        self.view_op(
-            |_| Ok(layout.clone()),
-            ViewKind::AsStrided(alloc::boxed::Box::new((input, layout.clone()))),
-        )
-    }
-
-    /// Reinterprets the bytes as another dtype (no copy). Element sizes may
-    /// differ when the last dim has stride 1; its size (and every other
-    /// stride and the offset) scale by the size ratio, as in PyTorch.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the layout cannot be reinterpreted,
-    /// or when the view would change the dtype to or from `Bool` (NOTE
-    /// [Bool storage]: use [`Tensor::to_dtype`]).
-    ///
-    /// ```
-    /// use kael_core::{DType, Device, Tensor};
-    /// let x = Tensor::arange(0.0f32, 12.0, &Device::cpu())?.reshape(&[3, 4])?;
-    /// let i = x.view_dtype(DType::I32)?;
-    /// assert_eq!(i.select(0, 0)?.to_vec::<i32>()?, vec![0, 1065353216, 1073741824, 1077936128]);
-    /// assert_eq!(x.view_dtype(DType::U8)?.shape(), &[3, 16]);
-    /// # Ok::<(), kael_core::Error>(())
-    /// ```
-    #[must_use = "views are new tensors; the input is unchanged"]
-    pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
-        // NOTE [Bool storage]: bool bytes are 0 or 1. Viewing other bytes as
-        // bool, or a bool tensor as bytes that can be written, would break
-        // that, so both are refused.
-        if (self.dtype() == DType::Bool) != (dtype == DType::Bool) {
-            return Err(Error::InvalidArgument {
-                op: "view_dtype",
-                reason: "a view cannot change a tensor to or from bool (bool bytes must stay 0 or 1); convert with to_dtype() instead",
-            });
-        }
-        let (old, new) = (self.element_size(), dtype.size_in_bytes());
-        let layout = self.layout();
-        if old == new {
-            return self.make_view_as(|l| Ok(l.clone()), dtype);
-        }
-        let rank = self.rank();
-        if rank == 0 {
-            return Err(Error::InvalidArgument {
-                op: "view_dtype",
-                reason: "a rank-0 tensor can only be viewed as a dtype of the same size; unsqueeze it first",
-            });
-        }
-        if layout.strides()[rank - 1] != 1 && layout.shape()[rank - 1] != 1 {
-            return Err(Error::InvalidArgument {
-                op: "view_dtype",
-                reason: "the last dimension must have stride 1 to change the element size; call contiguous() first",
-            });
-        }
-        let mut shape = layout.shape().clone();
-        let mut strides = layout.strides().clone();
-        let offset;
-        if new < old {
-            let r = old / new;
-            // Only `as_strided` layouts (huge strides on size-1 dims, huge
-            // sizes next to a 0) can overflow when counted in smaller units.
-            let overflow = Error::InvalidArgument {
-                op: "view_dtype",
-                reason: "a size, stride or the offset overflows usize when counted in the smaller element; call deep_clone() first",
-            };
-            shape[rank - 1] = shape[rank - 1].checked_mul(r).ok_or(overflow.clone())?;
-            for (i, s) in strides.iter_mut().enumerate() {
-                if i != rank - 1 {
-                    *s = s.checked_mul(r).ok_or(overflow.clone())?;
-                }
-            }
-            strides[rank - 1] = 1;
-            offset = layout.offset().checked_mul(r).ok_or(overflow)?;
-        } else {
-            let r = new / old;
-            let bad = "the last dimension's size, every other stride and the offset must be divisible by the element-size ratio; call contiguous() or narrow to a multiple";
-            if shape[rank - 1] % r != 0 || layout.offset() % r != 0 {
-                return Err(Error::InvalidArgument {
-                    op: "view_dtype",
-                    reason: bad,
-                });
-            }
-            for (i, s) in strides.iter_mut().enumerate() {
-                if i != rank - 1 {
-                    if *s % r != 0 {
-                        return Err(Error::InvalidArgument {
-                            op: "view_dtype",
-                            reason: bad,
-                        });
-                    }
-                    *s /= r;
-                }
-            }
-            shape[rank - 1] /= r;
-            strides[rank - 1] = 1;
-            offset = layout.offset() / r;
-        }
-        self.make_view_as(|_| Ok(Layout::from_dims(shape, strides, offset)), dtype)
-    }
-
     /// A view whose layout `derive` computes from this tensor's, recorded
     /// by autograd with `kind` (views of tensors that require grad get a
     /// view node; others are plain views).
@@ -651,6 +416,60 @@ impl Tensor {
             self.dtype(),
             None,
             Some(self.device()),
+        )?))
+    }
+
+    /// A view whose layout `derive` computes from this tensor's, tagged
+    /// with `dtype` (view_dtype helper). The layout, storage and device are
+    /// read under one acquisition of the placement lock.
+    ///
+    /// An empty view reads nothing, so an offset past the storage's end
+    /// (`zeros(&[2, 0]).select(0, 1)`: offset 1 of 0 elements, as in
+    /// PyTorch) is clamped to the end to keep INVARIANT 2 of `TensorImpl`.
+    #[inline]
+    pub(crate) fn make_view_as(
+        &self,
+        derive: impl FnOnce(&Layout) -> Result<Layout>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        // `device` is `None` unless the tensor was moved to another
+        // host-memory device (no reference count to bump then).
+        let (layout, storage, device) = self.0.placement.with(|p| {
+            (
+                Layout::from_dims(self.0.shape.clone(), p.strides.clone(), p.offset),
+                p.storage.clone(),
+                p.device.clone(),
+            )
+        });
+        let layout = derive(&layout)?;
+        self.view_from_parts(storage, layout, dtype, device)
+    }
+
+    /// The rest of [`Tensor::make_view_as`], outside the generic part so
+    /// that every view op shares one copy of it (`TensorImpl::new_on` is
+    /// inlined here, which keeps the impl from being moved through a
+    /// `Result` before it reaches the heap).
+    fn view_from_parts(
+        &self,
+        storage: Shared<Storage>,
+        layout: Layout,
+        dtype: DType,
+        device: Option<Device>,
+    ) -> Result<Tensor> {
+        let root = self.root();
+        let layout = if layout.shape().contains(&0) {
+            let len = storage.nbytes() / dtype.size_in_bytes();
+            let offset = layout.offset().min(len);
+            Layout::from_dims(layout.shape().clone(), layout.strides().clone(), offset)
+        } else {
+            layout
+        };
+        Ok(Tensor::from_impl(TensorImpl::new_on(
+            storage,
+            layout,
+            dtype,
+            Some(root),
+            device,
         )?))
     }
 }

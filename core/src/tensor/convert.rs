@@ -1,0 +1,194 @@
+//! Copies, casts and device moves: `deep_clone`, `contiguous`, `to_dtype`,
+//! `to_device`, `move_to_`.
+
+use super::{Placement, Tensor, TensorImpl};
+use crate::autograd::rules::Rule;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shared::Shared;
+use alloc::vec::Vec;
+
+impl Tensor {
+    /// A new contiguous tensor with its own storage, sized to exactly its
+    /// elements (a 2-element view of a 1M-element tensor copies 2).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let big = Tensor::arange(0.0f32, 1000.0, &Device::cpu())?;
+    /// let c = big.narrow(0, 10, 2)?.deep_clone()?;
+    /// assert_eq!((c.storage_nbytes(), c.offset()), (8, 0));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn deep_clone(&self) -> Result<Tensor> {
+        let dev = self.device();
+        let out = Tensor::alloc_for_overwrite(self.shape(), self.dtype(), &dev)?;
+        self.with_src(|s| out.with_src(|d| dev.backend().copy_strided(s, d)))?;
+        crate::autograd::record(&out, &[self], || Ok(Rule::Identity))?;
+        Ok(out)
+    }
+
+    /// `self` when already contiguous, else a contiguous copy.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
+    /// assert!(a.contiguous()?.is_same(&a));
+    /// assert!(!a.t()?.contiguous()?.shares_storage(&a));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            Ok(self.clone())
+        } else {
+            self.deep_clone()
+        }
+    }
+
+    /// Converts elements to `dtype` (a copy; `self` when the dtype is the same).
+    ///
+    /// Float to integer truncates toward zero and saturates; any value to
+    /// bool is `x != 0`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::{DType, Device, Tensor};
+    /// let t = Tensor::from_slice(&[1.7f32, -2.5, 0.0], &[3], &Device::cpu())?;
+    /// assert_eq!(t.to_dtype(DType::I32)?.to_vec::<i32>()?, vec![1, -2, 0]);
+    /// assert_eq!(t.to_dtype(DType::Bool)?.to_vec::<bool>()?, vec![true, true, false]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        let dev = self.device();
+        let out = Tensor::alloc_for_overwrite(self.shape(), dtype, &dev)?;
+        self.with_src(|s| out.with_src(|d| dev.backend().cast(s, d)))?;
+        if dtype.is_float() {
+            crate::autograd::record(&out, &[self], || Ok(Rule::ToDtype { from: self.dtype() }))?;
+        }
+        Ok(out)
+    }
+
+    /// The tensor on `device`: `self` when already there; a tensor over
+    /// the *same storage* when both devices are host memory (reference CPU
+    /// and threaded CPU: no copy, like PyTorch's `.to()` when no copy is
+    /// needed, so writes through one are visible through the other); else
+    /// a copy.
+    ///
+    /// NOTE [Host-memory moves]
+    /// Host-memory backends read and write the same bytes, so a move
+    /// between them only changes which backend's kernels run: the result
+    /// is a new tensor (its own autograd history, `ToDevice` rule) with
+    /// this tensor's layout over the same storage, tagged with the new
+    /// device (INVARIANT 3 of `TensorImpl`). It is a view of this tensor's
+    /// root, so an in-place write through it obeys the view rules of NOTE
+    /// [In-place rules] (refused in grad mode when the root is a leaf that
+    /// requires grad, as a write through any other alias would be). The storage keeps its
+    /// allocator, so its bytes go back where they came from.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], backend failures.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::arange(0.0f32, 3.0, &Device::cpu())?;
+    /// assert!(a.to_device(&Device::cpu())?.is_same(&a));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
+        if self.device().same_as(device) {
+            return Ok(self.clone());
+        }
+        if self.device().is_host_memory() && device.is_host_memory() {
+            let p = self.placement();
+            let layout = Layout::from_dims(self.dims().clone(), p.strides, p.offset);
+            // The result shares this tensor's storage, so it is a view of
+            // its root: an in-place write through it obeys the view rules
+            // (refused on an alias of a leaf that requires grad).
+            let out = Tensor::from_impl(TensorImpl::new_on(
+                p.storage,
+                layout,
+                self.dtype(),
+                Some(self.root()),
+                Some(device.clone()),
+            )?);
+            crate::autograd::record(&out, &[self], || {
+                Ok(Rule::ToDevice {
+                    from: self.device(),
+                })
+            })?;
+            return Ok(out);
+        }
+        let src = self.contiguous_on_own_device()?;
+        let nbytes = src.numel() * src.element_size();
+        let mut host = Vec::new();
+        host.try_reserve_exact(nbytes)
+            .map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        host.resize(nbytes, 0u8);
+        let from = src.device();
+        from.backend()
+            .read_bytes(&src.storage(), src.offset() * src.element_size(), &mut host)?;
+        let out = Tensor::alloc(self.shape(), self.dtype(), device)?;
+        device.backend().write_bytes(&out.storage(), 0, &host)?;
+        crate::autograd::record(&out, &[self], || {
+            Ok(Rule::ToDevice {
+                from: self.device(),
+            })
+        })?;
+        Ok(out)
+    }
+
+    fn contiguous_on_own_device(&self) -> Result<Tensor> {
+        self.contiguous()
+    }
+
+    /// Moves the tensor to `device` in place: every handle to this tensor
+    /// (an optimizer's too) sees the new storage; views made earlier keep
+    /// the old one.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], backend failures; on error nothing changes.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let a = Tensor::arange(0.0f32, 3.0, &Device::cpu())?;
+    /// let b = a.clone();
+    /// a.move_to_(&Device::cpu())?;
+    /// assert!(b.is_same(&a));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn move_to_(&self, device: &Device) -> Result<()> {
+        if self.device().same_as(device) {
+            return Ok(());
+        }
+        let moved = crate::autograd::no_grad(|| self.to_device(device))?;
+        let p = moved.placement();
+        let old_storage = self.storage();
+        if !Shared::ptr_eq(&old_storage, &p.storage) {
+            // A fresh copy: it carries the version on (NOTE [Version counter]).
+            p.storage.carry_version_from(&old_storage);
+        }
+        let old = self.replace_placement(Placement {
+            storage: p.storage,
+            strides: p.strides,
+            offset: p.offset,
+            device: p.device,
+        });
+        drop(old);
+        Ok(())
+    }
+}
