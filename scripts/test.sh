@@ -196,6 +196,7 @@ HOST_CUDA=(--workspace --features kael-tests/cuda)
 run_quick() {
     group quick
     tier "format" cargo fmt --all --check
+    tier "layers: the foundation does not import the reference backend" bash scripts/check-layers.sh
     # The two crates outside the workspace (their own targets and dependencies).
     tier "format, firmware-examples" cargo fmt --manifest-path firmware-examples/Cargo.toml --check
     tier "format, peer-bench" cargo fmt --manifest-path peer-bench/Cargo.toml --check
@@ -223,6 +224,9 @@ run_quick() {
     # Host MLP training with save/load: fails unless the loss falls tenfold
     # and the reloaded model reproduces it exactly.
     tier "example: train_mlp" cargo run --features kael-tests/cuda --example train_mlp
+    # A host backend with one kernel and a device-memory backend with only
+    # byte copies, each must pass the whole conformance suite.
+    tier "example: custom_backend" cargo run --features kael-tests/cuda --example custom_backend
 }
 
 run_demos() {
