@@ -2,12 +2,13 @@
 
 use super::{
     Optimizer, check_commit, check_lr, check_non_negative, check_params, commit, grad_on_device,
-    on_device_of,
+    on_device_of, state,
 };
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
+use alloc::string::String;
 use alloc::vec::Vec;
 
 /// Hyper-parameters of [`Adam`] and [`AdamW`]. `Default` is PyTorch's
@@ -86,6 +87,55 @@ struct AdamCore {
 }
 
 impl AdamCore {
+    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = alloc::vec![state::lr_entry(self.cfg.lr)?];
+        for (i, s) in self.state.iter().enumerate() {
+            if let Some(s) = s {
+                let step = i64::try_from(s.step).unwrap_or(i64::MAX);
+                out.push((state::key(i, "exp_avg"), state::saved(&s.m)?));
+                out.push((state::key(i, "exp_avg_sq"), state::saved(&s.v)?));
+                out.push((
+                    state::key(i, "step"),
+                    Tensor::full(&[], step as f64, crate::DType::I64, &s.m.device())?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    fn load_state_dict(&mut self, op: &'static str, entries: &[(String, Tensor)]) -> Result<()> {
+        let fields = ["exp_avg", "exp_avg_sq", "step"];
+        let (lr, parsed) = state::parse(op, entries, self.params.len(), &fields)?;
+        let mut parts: Vec<[Option<&Tensor>; 3]> = alloc::vec![[None; 3]; self.params.len()];
+        for e in &parsed {
+            let k = fields.iter().position(|f| *f == e.field).unwrap_or(0);
+            parts[e.index][k] = Some(e.tensor);
+        }
+        let mut state = Vec::with_capacity(self.params.len());
+        for (p, part) in self.params.iter().zip(&parts) {
+            state.push(match part {
+                [None, None, None] => None,
+                [Some(m), Some(v), Some(step)] => Some(Moments {
+                    step: state::step_count(op, step)?,
+                    m: state::like_param(op, m, p)?,
+                    v: state::like_param(op, v, p)?,
+                }),
+                _ => {
+                    return Err(Error::InvalidArgument {
+                        op,
+                        reason: "a parameter's state needs exp_avg, exp_avg_sq and step together; pass the whole state_dict()",
+                    });
+                }
+            });
+        }
+        // Everything is checked and copied: commit.
+        self.state = state;
+        if let Some(lr) = lr {
+            self.cfg.lr = lr;
+        }
+        Ok(())
+    }
+
     fn new(
         op: &'static str,
         params: Vec<Tensor>,
@@ -260,6 +310,15 @@ macro_rules! adam_api {
                 check_lr(concat!($op, "::set_lr"), lr)?;
                 self.0.cfg.lr = lr;
                 Ok(())
+            }
+
+            fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
+                self.0.state_dict()
+            }
+
+            fn load_state_dict(&mut self, entries: &[(String, Tensor)]) -> Result<()> {
+                self.0
+                    .load_state_dict(concat!($op, "::load_state_dict"), entries)
             }
         }
     };

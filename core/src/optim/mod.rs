@@ -41,6 +41,7 @@ mod adam;
 mod clip;
 mod schedule;
 mod sgd;
+mod state;
 
 pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::clip_grad_norm_;
@@ -49,6 +50,8 @@ pub use sgd::{Sgd, SgdConfig};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use alloc::string::String;
+use alloc::vec::Vec;
 
 /// A gradient-based optimizer over a fixed list of parameters.
 ///
@@ -85,6 +88,39 @@ pub trait Optimizer {
     /// [`Error::InvalidArgument`] for a negative or non-finite rate (as the
     /// constructors); the rate is then unchanged.
     fn set_lr(&mut self, lr: f64) -> Result<()>;
+
+    /// The optimizer's state as named tensors (NOTE [Optimizer state
+    /// dicts]): per-parameter buffers and step counts, and `lr`. Copies:
+    /// later steps do not change them. Save it with the model's
+    /// `state_dict` (kael-host's `checkpoint::save_training` does both).
+    ///
+    /// # Errors
+    /// Allocation errors of the copies.
+    ///
+    /// ```
+    /// use kael_core::optim::{Optimizer, Sgd, SgdConfig};
+    /// use kael_core::{Device, Tensor};
+    /// let w = Tensor::from_slice(&[1.0f32], &[1], &Device::cpu())?.requires_grad_(true)?;
+    /// let mut opt = Sgd::new(vec![w.clone()], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })?;
+    /// w.sqr()?.sum_all()?.backward()?;
+    /// opt.step()?;
+    /// let names: Vec<String> = opt.state_dict()?.into_iter().map(|(n, _)| n).collect();
+    /// assert_eq!(names, ["lr", "state.0.momentum_buffer"]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    fn state_dict(&self) -> Result<Vec<(String, Tensor)>>;
+
+    /// Restores state that [`state_dict`](Self::state_dict) of an
+    /// optimizer of the same kind, over parameters of the same shapes and
+    /// dtypes in the same order, returned; parameters without entries start
+    /// fresh. The values are copied onto each parameter's device.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown name, a parameter index
+    /// out of range, a shape or dtype that differs from the parameter's, an
+    /// incomplete parameter state, a bad `lr` or step count; on an error
+    /// the optimizer is unchanged.
+    fn load_state_dict(&mut self, entries: &[(String, Tensor)]) -> Result<()>;
 
     /// Clears every parameter's gradient (PyTorch's
     /// `zero_grad(set_to_none=True)`).

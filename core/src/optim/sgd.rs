@@ -2,11 +2,12 @@
 
 use super::{
     Optimizer, check_commit, check_lr, check_non_negative, check_params, commit, grad_on_device,
-    on_device_of,
+    on_device_of, state,
 };
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -175,6 +176,31 @@ impl Optimizer for Sgd {
     fn set_lr(&mut self, lr: f64) -> Result<()> {
         check_lr("Sgd::set_lr", lr)?;
         self.cfg.lr = lr;
+        Ok(())
+    }
+
+    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = alloc::vec![state::lr_entry(self.cfg.lr)?];
+        for (i, b) in self.momentum.iter().enumerate() {
+            if let Some(b) = b {
+                out.push((state::key(i, "momentum_buffer"), state::saved(b)?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn load_state_dict(&mut self, entries: &[(String, Tensor)]) -> Result<()> {
+        const OP: &str = "Sgd::load_state_dict";
+        let (lr, parsed) = state::parse(OP, entries, self.params.len(), &["momentum_buffer"])?;
+        let mut momentum = alloc::vec![None; self.params.len()];
+        for e in parsed {
+            momentum[e.index] = Some(state::like_param(OP, e.tensor, &self.params[e.index])?);
+        }
+        // Everything is checked and copied: commit.
+        self.momentum = momentum;
+        if let Some(lr) = lr {
+            self.cfg.lr = lr;
+        }
         Ok(())
     }
 }
