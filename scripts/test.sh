@@ -227,6 +227,7 @@ run_quick() {
     # A host backend with one kernel and a device-memory backend with only
     # byte copies, each must pass the whole conformance suite.
     tier "example: custom_backend" cargo run --features kael-tests/cuda --example custom_backend
+    tier "example: arena_sizing" cargo run --features kael-tests/cuda --example arena_sizing
 }
 
 run_demos() {
