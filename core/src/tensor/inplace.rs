@@ -58,7 +58,7 @@ impl Tensor {
 
     /// `self = self op other`; errors name the in-place method (`name`,
     /// e.g. `add_`), which is what the user called.
-    fn binary_(&self, op: BinaryOp, name: &'static str, other: &Tensor) -> Result<()> {
+    pub(crate) fn binary_(&self, op: BinaryOp, name: &'static str, other: &Tensor) -> Result<()> {
         self.same_dtype(name, other)?;
         check_binary_dtype(op, self.dtype()).map_err(|e| e.renamed(name))?;
         self.check_writable(name)?;

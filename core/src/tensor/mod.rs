@@ -30,6 +30,7 @@ mod ops;
 mod readback;
 mod reduce;
 mod reinterpret;
+mod scalar_ops;
 mod split;
 mod view;
 
