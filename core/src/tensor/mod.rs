@@ -21,6 +21,7 @@
 
 mod convert;
 mod create;
+mod create_like;
 mod display;
 mod explain;
 mod index;
