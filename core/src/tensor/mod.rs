@@ -29,6 +29,7 @@ mod inplace;
 mod linalg;
 mod ops;
 mod readback;
+mod rearrange;
 mod reduce;
 mod reinterpret;
 mod scalar_ops;
