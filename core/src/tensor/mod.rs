@@ -34,6 +34,7 @@ mod reduce;
 mod reinterpret;
 mod scalar_ops;
 mod split;
+mod stats;
 mod view;
 
 pub use create::ShapeSpec;
