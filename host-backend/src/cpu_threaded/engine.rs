@@ -179,6 +179,12 @@ pub(super) enum Arg<'a, T> {
 }
 
 impl<'a, T: Copy> Opnd<'a, T> {
+    /// Whether [`Opnd::block`] gathers this operand into its buffer (the
+    /// other kinds never touch it, so they may pass an empty one).
+    pub(super) fn is_strided(&self) -> bool {
+        matches!(self, Opnd::Strided(..))
+    }
+
     /// Classifies `s` (the whole storage as `T`s) read through `layout`.
     pub(super) fn of(s: &'a [T], layout: &'a Layout) -> Self {
         let n = layout.numel();
