@@ -206,8 +206,12 @@ mod tests {
     use alloc::boxed::Box;
     use alloc::vec;
 
+    /// An arena over `n` bytes (a multiple of 16) that start 16-aligned, so
+    /// the figures below do not depend on where the allocator put the buffer
+    /// (Miri places a byte buffer at any address).
     fn arena(n: usize) -> ArenaAllocator<8> {
-        ArenaAllocator::new(Box::leak(vec![0u8; n].into_boxed_slice()))
+        let words: &'static mut [u128] = Box::leak(vec![0u128; n / 16].into_boxed_slice());
+        ArenaAllocator::new(bytemuck::cast_slice_mut(words))
     }
 
     fn l(n: usize) -> MemLayout {
