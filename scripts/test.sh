@@ -3,7 +3,9 @@
 #
 #   bash scripts/test.sh                  everything CI runs (= full)
 #   bash scripts/test.sh quick            fmt, clippy, rustdoc, the debug test suites, thumbv6m build
-#   bash scripts/test.sh demos            release demos, benchmark smoke runs, the CLI in release, peer-bench
+#   bash scripts/test.sh demos            release demos, benchmark smoke runs, the CLI in release, peer-bench clippy
+#   bash scripts/test.sh peer             kael against candle-core (peer-bench --quick; not in full: it
+#                                         builds candle in release, ~6 min, for a benchmark)
 #   bash scripts/test.sh firmware         embedded builds, firmware clippy, every example under QEMU
 #   bash scripts/test.sh reliability      Miri, fuzzing, ThreadSanitizer (scripts/reliability.sh)
 #   bash scripts/test.sh full             quick demos firmware reliability
@@ -54,10 +56,10 @@ fi
 for arg in "$@"; do
     case "$arg" in
     full) groups+=("${GROUPS_KNOWN[@]}") ;;
-    quick | demos | firmware | reliability) groups+=("$arg") ;;
+    quick | demos | firmware | reliability | peer) groups+=("$arg") ;;
     -h | --help) usage; exit 0 ;;
     *)
-        echo "scripts/test.sh: unknown tier group '$arg'; use one or more of: quick demos firmware reliability full" >&2
+        echo "scripts/test.sh: unknown tier group '$arg'; use one or more of: quick demos firmware reliability peer full" >&2
         exit 2
         ;;
     esac
@@ -251,8 +253,16 @@ run_demos() {
     # the workspace so that candle stays out of every other build; it shares
     # the workspace's target directory). The quick run fails if the two
     # libraries disagree on the first step's loss or on a product.
+    # Checked (so it cannot rot) but not run here: see `run_peer`.
     tier "clippy, peer-bench (kael vs candle-core)" \
         cargo clippy --release --manifest-path peer-bench/Cargo.toml --all-targets -- -D warnings
+}
+
+run_peer() {
+    group peer
+    # The candle comparison is a benchmark: its release build of candle-core
+    # and a second kael is ~6 of CI's minutes, so `full` leaves it out and
+    # this group runs it on request (before a benchmark table is updated).
     tier "peer benchmark, quick (kael vs candle-core)" \
         cargo run --release --manifest-path peer-bench/Cargo.toml -- --quick
 }
