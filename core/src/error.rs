@@ -215,6 +215,14 @@ pub enum Error {
         /// What is wrong and how to fix it.
         reason: &'static str,
     },
+    /// `autograd::grad` was asked for the gradient of an input that no
+    /// output depends on, without `allow_unused`.
+    UnusedInput {
+        /// The operation (`grad`).
+        op: &'static str,
+        /// The input's position in `inputs`.
+        index: usize,
+    },
 }
 
 /// The first [`LISTED`] entries of `list`, comma-separated, then how many
@@ -295,7 +303,8 @@ impl Error {
             | Error::InternalOverlap { op, .. }
             | Error::BorrowConflict { op, .. }
             | Error::InvalidArgument { op, .. }
-            | Error::Autograd { op, .. } => *op = name,
+            | Error::Autograd { op, .. }
+            | Error::UnusedInput { op, .. } => *op = name,
             Error::RankTooLarge { .. }
             | Error::OutOfMemory { .. }
             | Error::AllocatorBlockLimit { .. } => {}
@@ -459,6 +468,10 @@ impl fmt::Display for Error {
             ),
             Error::InvalidArgument { op, reason } => write!(f, "{op}: {reason}"),
             Error::Autograd { op, reason } => write!(f, "{op}: {reason}"),
+            Error::UnusedInput { op, index } => write!(
+                f,
+                "{op}: input {index} does not reach any output (no output depends on it); pass allow_unused: true in BackwardOptions to get None for it, or leave it out of inputs"
+            ),
         }
     }
 }

@@ -189,17 +189,45 @@ test_device!(
     }
 );
 
+// PyTorch's CopySlices: the base's history is rewritten, so the write
+// through the view is differentiated: y = [3·2x0, 2x1], dy/dx = [6, 2].
 test_device!(
-    inplace_on_a_view_of_a_tensor_in_the_graph_is_refused_clearly,
+    inplace_on_a_view_of_a_non_leaf_rewrites_the_base_history,
     |dev: &Device| {
         let x = leaf(&[1.0, 2.0], &[2], dev);
         let y = x.mul_scalar(2.0)?;
-        let e = y
-            .narrow(0, 0, 1)?
-            .mul_(&Tensor::scalar(3.0f32, dev)?)
-            .unwrap_err();
-        assert!(e.to_string().contains("view"), "{e}");
-        assert_eq!(y.to_vec::<f32>()?, [2.0, 4.0]);
+        y.narrow(0, 0, 1)?.mul_(&Tensor::scalar(3.0f32, dev)?)?;
+        assert_eq!(y.to_vec::<f32>()?, [6.0, 4.0]);
+        assert_eq!(y.grad_fn_name(), Some("CopySlices"));
+        y.sum_all()?.backward()?;
+        assert_eq!(vec_of(&x.grad()), [6.0, 2.0]);
+        Ok(())
+    }
+);
+
+// A view made before the write re-derives its history from the base's new
+// one: v = y[1] after y[0:2] *= 5 carries the factor 5 (dv/dx1 = 2·5).
+test_device!(
+    an_older_view_sees_a_write_through_a_sibling_view,
+    |dev: &Device| {
+        let x = leaf(&[1.0, 2.0, 3.0], &[3], dev);
+        let y = x.mul_scalar(2.0)?;
+        let v = y.select(0, 1)?;
+        y.narrow(0, 0, 2)?.mul_scalar_(5.0)?;
+        v.backward()?;
+        assert_eq!(vec_of(&x.grad()), [0.0, 10.0, 0.0]);
+        Ok(())
+    }
+);
+
+test_device!(
+    inplace_on_a_view_of_a_leaf_that_requires_grad_is_refused,
+    |dev: &Device| {
+        let x = leaf(&[1.0, 2.0], &[2], dev);
+        let e = x.narrow(0, 0, 1)?.mul_scalar_(3.0).unwrap_err();
+        assert!(e.to_string().contains("leaf"), "{e}");
+        assert_eq!(x.to_vec::<f32>()?, [1.0, 2.0]);
+        assert_eq!(x.version(), 0);
         Ok(())
     }
 );
@@ -252,10 +280,49 @@ test_device!(
         let x = leaf(&[1.0, 2.0], &[2], dev);
         let unused = leaf(&[7.0], &[1], dev);
         let y = x.sqr()?.sum_all()?;
-        let g = grad(&[&y], &[&x, &unused], &[], BackwardOptions::default())?;
+        let opts = BackwardOptions {
+            allow_unused: true,
+            ..Default::default()
+        };
+        let g = grad(&[&y], &[&x, &unused], &[], opts)?;
         assert_eq!(vec_of(&g[0]), [2.0, 4.0]);
         assert!(g[1].is_none());
         assert!(x.grad().is_none());
+        Ok(())
+    }
+);
+
+test_device!(
+    grad_of_an_unused_input_without_allow_unused_is_an_error_naming_it,
+    |dev: &Device| {
+        let x = leaf(&[1.0, 2.0], &[2], dev);
+        let unused = leaf(&[7.0], &[1], dev);
+        let y = x.sqr()?.sum_all()?;
+        let e = grad(&[&y], &[&x, &unused], &[], BackwardOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, kael_core::Error::UnusedInput { index: 1, .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("input 1") && e.to_string().contains("allow_unused"),
+            "{e}"
+        );
+        Ok(())
+    }
+);
+
+test_device!(
+    a_second_backward_fails_only_when_it_needs_freed_tensors,
+    |dev: &Device| {
+        let x = leaf(&[1.0, 2.0], &[2], dev);
+        let y = x.add_scalar(1.0)?.sum_all()?;
+        y.backward()?;
+        y.backward()?; // add and sum save nothing
+        assert_eq!(vec_of(&x.grad()), [2.0, 2.0]);
+        let z = x.mul(&x)?.sum_all()?;
+        z.backward()?;
+        let e = z.backward().unwrap_err();
+        assert!(e.to_string().contains("second time"), "{e}");
         Ok(())
     }
 );

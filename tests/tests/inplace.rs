@@ -421,3 +421,31 @@ test_device!(
         Ok(())
     }
 );
+
+// PyTorch allows writes that do not read the destination on an expanded
+// (stride-0) destination; read-modify-write ops and copy_ stay refused.
+test_device!(
+    fill_and_zero_accept_an_expanded_destination,
+    |dev: &Device| {
+        let one = Tensor::from_slice(&[1.0f32, 2.0], &[2, 1], dev)?;
+        let ex = one.broadcast_to(&[2, 3])?;
+        ex.fill_(4.5)?;
+        assert_eq!(one.to_vec::<f32>()?, vec![4.5, 4.5]);
+        assert_eq!(one.version(), 1);
+        ex.zero_()?;
+        assert_eq!(one.to_vec::<f32>()?, vec![0.0, 0.0]);
+        let before = one.version();
+        for e in [
+            ex.add_scalar_(1.0).unwrap_err(),
+            ex.mul_(&Tensor::ones(&[2, 3], kael_core::DType::F32, dev)?)
+                .unwrap_err(),
+            ex.copy_(&Tensor::ones(&[2, 3], kael_core::DType::F32, dev)?)
+                .unwrap_err(),
+            ex.clamp_(Some(0.0), None).unwrap_err(),
+        ] {
+            assert!(matches!(e, kael_core::Error::InternalOverlap { .. }), "{e}");
+        }
+        assert_eq!(one.version(), before);
+        Ok(())
+    }
+);

@@ -584,24 +584,19 @@ test_device!(
     }
 );
 
-test_device!(sum_dim_rejects_bool, |dev: &Device| {
-    let b = Tensor::from_slice(&[true, false], &[2], dev)?;
-    let e = refused!(&b, "to_dtype", |t| t.sum_dim(0, false));
-    assert!(matches!(
-        e,
-        Error::UnsupportedDType {
-            op: "sum_dim",
-            dtype: DType::Bool,
-            ..
-        }
-    ));
-    Ok(())
-});
-
-test_device!(sum_all_rejects_bool, |dev: &Device| {
-    let b = Tensor::from_slice(&[true, true], &[2], dev)?;
-    let e = refused!(&b, "to_dtype", |t| t.sum_all());
-    assert!(matches!(e, Error::UnsupportedDType { op: "sum_all", .. }));
+// PyTorch counts the trues, in I64.
+test_device!(sum_of_bool_counts_the_trues_in_i64, |dev: &Device| {
+    let b = Tensor::from_slice(&[true, false, true, true], &[2, 2], dev)?;
+    let s = b.sum_dim(0, false)?;
+    assert_eq!(s.dtype(), DType::I64);
+    assert_eq!(s.to_vec::<i64>()?, vec![2, 1]);
+    assert_eq!(b.sum_all()?.item::<i64>()?, 3);
+    assert_eq!(b.sum(&[1], true)?.to_vec::<i64>()?, vec![1, 2]);
+    let e = b.sum_dim(2, false).unwrap_err();
+    assert!(
+        matches!(e, Error::DimOutOfRange { op: "sum_dim", .. }),
+        "{e}"
+    );
     Ok(())
 });
 

@@ -34,6 +34,9 @@ pub struct BackwardOptions {
     /// Record the backward pass itself (higher-order gradients); implies
     /// `retain_graph`.
     pub create_graph: bool,
+    /// [`grad`] only: an input that no output depends on gets `None`
+    /// instead of an [`Error::UnusedInput`] (PyTorch's `allow_unused`).
+    pub allow_unused: bool,
 }
 
 struct Run {
@@ -96,9 +99,16 @@ fn run(roots: Vec<(Shared<Node>, Tensor)>, opts: BackwardOptions, run: Run) -> R
             }
             (Some(g), None) => {
                 let g = &g;
-                let rule = node
-                    .rule
-                    .with(|r| if retain { r.clone() } else { r.take() });
+                // Without retain_graph a rule's saved tensors are freed; a
+                // rule that saved none stays, so a second backward fails
+                // only where it needs what was freed, as in PyTorch.
+                let rule = node.rule.with(|r| {
+                    if retain || r.as_ref().is_some_and(|r| !r.saves_tensors()) {
+                        r.clone()
+                    } else {
+                        r.take()
+                    }
+                });
                 match rule {
                     Some(rule) => rule.backward(&node, g)?,
                     None => {
@@ -332,10 +342,12 @@ fn seed_gradient(t: &Tensor, gradient: Option<&Tensor>) -> Result<Tensor> {
 /// tensor's `.grad` (PyTorch's `torch.autograd.grad`).
 ///
 /// `grad_outputs[i]` may be `None` for scalar outputs. An input that no
-/// output depends on gets `None`.
+/// output depends on is an [`Error::UnusedInput`] naming it, or gets `None`
+/// with `allow_unused` (as PyTorch's `allow_unused=True`).
 ///
 /// # Errors
-/// As [`Tensor::backward_with`]; an input that does not require grad.
+/// As [`Tensor::backward_with`]; an input that does not require grad; an
+/// unused input without `allow_unused`.
 ///
 /// ```
 /// use kael_core::autograd::{grad, BackwardOptions};
@@ -385,5 +397,11 @@ pub fn grad(
         },
     )?;
     drop(keep);
-    Ok(ids.iter().map(|id| captured.get(id).cloned()).collect())
+    let grads: Vec<Option<Tensor>> = ids.iter().map(|id| captured.get(id).cloned()).collect();
+    if !opts.allow_unused {
+        if let Some(index) = grads.iter().position(Option::is_none) {
+            return Err(Error::UnusedInput { op: "grad", index });
+        }
+    }
+    Ok(grads)
 }

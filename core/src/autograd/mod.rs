@@ -50,6 +50,10 @@ pub(crate) struct AutogradMeta {
     pub(crate) grad_fn: Option<Shared<Node>>,
     pub(crate) accumulator: Option<WeakShared<Node>>,
     pub(crate) hooks: Vec<Shared<HookFn>>,
+    /// The storage version when `grad_fn` was set: a view whose storage
+    /// moved on since re-derives its history from its base (NOTE [In-place
+    /// through views] in `rules`).
+    pub(crate) history_version: usize,
 }
 
 /// One node of the autograd graph: the backward of one op, or the
@@ -235,35 +239,50 @@ pub(crate) fn record(
     }
     let rule = make()?;
     let next = inputs.iter().map(|t| grad_edge(t)).collect();
-    let node = Shared::new(Node {
-        name: rule.name(),
-        rule: Lock::new(Some(Shared::new(rule))),
-        next,
-        hooks: Lock::new(Vec::new()),
-        leaf: None,
-    });
-    out.set_history(node);
+    out.set_history(new_node(rule, next));
     Ok(())
 }
 
 /// Records an in-place op on `target`: the new node's first edge is the
-/// target's previous history (PyTorch's rebase_history).
+/// target's previous history (PyTorch's rebase_history). On a view, the
+/// base's history is rewritten instead (NOTE [In-place through views]).
 pub(crate) fn record_inplace(
     target: &Tensor,
     old_edge: Option<Shared<Node>>,
     others: &[&Tensor],
     rule: Rule,
 ) {
-    let mut next = alloc::vec![old_edge];
+    let (first, rule) = if target.is_view() {
+        let base = target.root();
+        let rule = Rule::CopySlices {
+            base: base.layout(),
+            view: target.layout(),
+            inner: Box::new(rule),
+        };
+        (grad_edge(&base), rule)
+    } else {
+        (old_edge, rule)
+    };
+    let mut next = alloc::vec![first];
     next.extend(others.iter().map(|t| grad_edge(t)));
-    let node = Shared::new(Node {
+    let node = new_node(rule, next);
+    if target.is_view() {
+        let base = target.root();
+        base.set_history(node);
+        target.rederive_view_history();
+    } else {
+        target.set_history(node);
+    }
+}
+
+fn new_node(rule: Rule, next: Vec<Option<Shared<Node>>>) -> Shared<Node> {
+    Shared::new(Node {
         name: rule.name(),
         rule: Lock::new(Some(Shared::new(rule))),
         next,
         hooks: Lock::new(Vec::new()),
         leaf: None,
-    });
-    target.set_history(node);
+    })
 }
 
 impl Tensor {
@@ -272,15 +291,42 @@ impl Tensor {
             .with(|m| f(m.get_or_insert_with(Default::default)))
     }
 
-    /// The node that produced this tensor, if it has history.
+    /// The node that produced this tensor, if it has history. A view whose
+    /// base was modified in place since the view was made gets its history
+    /// re-derived from the base's (NOTE [In-place through views]).
     pub fn grad_fn(&self) -> Option<Shared<Node>> {
-        self.autograd_slot()
-            .with(|m| m.as_ref().and_then(|m| m.grad_fn.clone()))
+        let version = self.version();
+        let (node, stale) = self.autograd_slot().with(|m| match m {
+            Some(m) => (m.grad_fn.clone(), m.history_version != version),
+            None => (None, false),
+        });
+        if stale && node.is_some() && self.is_view() {
+            if let Some(fresh) = self.rederive_view_history() {
+                return Some(fresh);
+            }
+        }
+        node
+    }
+
+    /// Gives this view the history "as_strided view of its base's current
+    /// history"; `None` (and no change) when the base has no history.
+    fn rederive_view_history(&self) -> Option<Shared<Node>> {
+        let base = self.root();
+        let base_node = base.grad_fn()?;
+        let rule = Rule::View {
+            input_shape: base.dims().clone(),
+            kind: rules::ViewKind::AsStrided(Box::new((base.layout(), self.layout()))),
+        };
+        let node = new_node(rule, alloc::vec![Some(base_node)]);
+        self.set_history(node.clone());
+        Some(node)
     }
 
     pub(crate) fn set_history(&self, node: Shared<Node>) {
+        let version = self.version();
         let old = self.with_meta(|m| {
             self.requires_grad_flag().set(true);
+            m.history_version = version;
             m.grad_fn.replace(node)
         });
         drop(old);
@@ -405,10 +451,11 @@ impl Tensor {
                 reason: "a leaf tensor that requires grad (or a view of one) is being used in an in-place operation; wrap the update in no_grad(..) or deep_clone() it first",
             });
         }
-        if self.is_view() && (self.requires_grad() || root.requires_grad()) {
+        if self.is_view() && !root.is_contiguous() && (self.requires_grad() || root.requires_grad())
+        {
             return Err(Error::Autograd {
                 op,
-                reason: "in-place operations on a view of a tensor that requires grad are not supported; use the out-of-place op (e.g. a.add(&b)) or deep_clone() the view first",
+                reason: "in-place operations through a view are differentiable only when the view's base is contiguous; deep_clone() the base first",
             });
         }
         Ok(())

@@ -32,12 +32,11 @@ impl Layout {
         // storage when the view is made). Only empty layouts and size-1 dims,
         // whose strides are never stepped, can carry huge values (from
         // `as_strided`); saturating keeps those from overflowing, and an
-        // empty view's offset is clamped when the tensor is made.
-        if length > 0 {
-            out.offset = out
-                .offset
-                .saturating_add(start.saturating_mul(self.strides[d]));
-        }
+        // empty view's offset is clamped when the tensor is made. A length-0
+        // narrow keeps the offset `start` gives, as PyTorch.
+        out.offset = out
+            .offset
+            .saturating_add(start.saturating_mul(self.strides[d]));
         Ok(out)
     }
 
@@ -65,9 +64,8 @@ impl Layout {
         let len = if e > s { (e - s).div_ceil(step) } else { 0 };
         let mut out = self.clone();
         out.shape[d] = len;
-        if len > 0 {
-            out.offset = out.offset.saturating_add(s.saturating_mul(self.strides[d]));
-        }
+        // An empty slice keeps the offset of its (clamped) start, as PyTorch.
+        out.offset = out.offset.saturating_add(s.saturating_mul(self.strides[d]));
         out.strides[d] = self.strides[d].saturating_mul(step);
         Ok(out)
     }

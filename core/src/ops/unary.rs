@@ -239,8 +239,8 @@ unary_table! {
         ],
     }
     /// Clamps into `[min, max]`; `None` leaves that side open (NaN stays
-    /// NaN). The gradient is 1 inside the bounds and at them, 0 outside,
-    /// as PyTorch's `clamp`.
+    /// NaN). The gradient is 1 strictly inside the bounds, 0 at and outside
+    /// them, as PyTorch 2's `clamp` with scalar bounds.
     Clamp(lo: Option<f64>, hi: Option<f64>) => CLAMP {
         float: (
             |x| clamp(x, lo, hi),
@@ -255,11 +255,7 @@ unary_table! {
             hi.unwrap_or(0.0),
             i32::from(lo.is_some()) | (i32::from(hi.is_some()) << 1)
         ),
-        grad: [x] |g, x, y| {
-            let x = x()?;
-            let mask = x.clamp(lo, hi)?.eq(&x)?.to_dtype(g.dtype())?;
-            g.mul(&mask)
-        },
+        grad: [x] |g, x, y| g.mul(&clamp_pass_mask(&x()?, lo, hi)?),
         backward: "ClampBackward",
         method: pub fn clamp(min: Option<f64>, max: Option<f64>)
             check check_bounds("clamp", min, max); => UnaryOp::Clamp(min, max),
@@ -430,8 +426,8 @@ unary_table! {
         ],
     }
     /// `clamp(x, min, max)` as an activation: the gradient is 1 strictly
-    /// inside the bounds and 0 at and outside them (PyTorch's `hardtanh`;
-    /// `clamp`'s gradient is 1 at the bounds).
+    /// inside the bounds and 0 at and outside them (PyTorch's `hardtanh`,
+    /// and `clamp`'s).
     Hardtanh(lo: f64, hi: f64) => HARDTANH {
         float: (
             |x| clamp(x, Some(lo), Some(hi)),
@@ -439,11 +435,7 @@ unary_table! {
         ),
         int: refused,
         cuda_args: (lo, hi, 0),
-        grad: [x] |g, x, y| {
-            let x = x()?;
-            let inside = x.gt(&x.scalar_like(lo)?)?.logical_and(&x.lt(&x.scalar_like(hi)?)?)?;
-            g.mul(&inside.to_dtype(g.dtype())?)
-        },
+        grad: [x] |g, x, y| g.mul(&clamp_pass_mask(&x()?, Some(lo), Some(hi))?),
         backward: "HardtanhBackward",
         method: pub fn hardtanh(min_val: f64, max_val: f64)
             check check_bounds("hardtanh", Some(min_val), Some(max_val)); => UnaryOp::Hardtanh(min_val, max_val),
@@ -522,4 +514,18 @@ impl Tensor {
     pub fn reciprocal(&self) -> Result<Tensor> {
         self.recip()
     }
+}
+
+/// Where `clamp(lo, hi)` and `hardtanh` pass their gradient: 1 strictly
+/// inside the bounds, 0 at and outside them (and at NaN), in `x`'s dtype
+/// (PyTorch's convention for scalar bounds).
+pub(crate) fn clamp_pass_mask(x: &Tensor, lo: Option<f64>, hi: Option<f64>) -> Result<Tensor> {
+    let mut inside = x.eq(x)?;
+    if let Some(lo) = lo {
+        inside = inside.logical_and(&x.gt(&x.scalar_like(lo)?)?)?;
+    }
+    if let Some(hi) = hi {
+        inside = inside.logical_and(&x.lt(&x.scalar_like(hi)?)?)?;
+    }
+    inside.to_dtype(x.dtype())
 }

@@ -3,7 +3,12 @@
 //! NOTE [In-place rules]
 //! 1. The destination must not map several positions to one element
 //!    (stride 0 after `expand`): refused with [`Error::InternalOverlap`],
-//!    whose message says to call `deep_clone()` first.
+//!    whose message says to call `deep_clone()` first. Only `fill_` and
+//!    `zero_`, which do not read the destination, accept one (as PyTorch).
+//!    kael is stricter than PyTorch nowhere else here: PyTorch refuses
+//!    read-modify-write ops (`add_`, `mul_`, `clamp_`, ...) and `copy_` on
+//!    such destinations too, since their result would depend on the order
+//!    of the writes.
 //! 2. A source is broadcast to the destination's shape (never the other way).
 //! 3. A source that shares the destination's storage is used directly only
 //!    when it *is* the destination (same layout: `a.add_(&a)`); otherwise it
@@ -25,6 +30,12 @@ impl Tensor {
         if self.layout().has_internal_overlap() {
             return Err(Error::InternalOverlap { op });
         }
+        self.check_read_only(op)
+    }
+
+    /// Read-only (external) storage is refused; the only check of writes
+    /// that do not read the destination (`fill_`, `zero_`).
+    fn check_read_only(&self, op: &'static str) -> Result<()> {
         if self.storage().is_external() {
             return Err(Error::InvalidArgument {
                 op,
@@ -116,8 +127,9 @@ impl Tensor {
             None
         };
         let mask = if record {
-            Some(autograd::no_grad(|| {
-                self.unary_op(op)?.eq(self)?.to_dtype(self.dtype())
+            Some(autograd::no_grad(|| match op {
+                UnaryOp::Clamp(lo, hi) => crate::ops::unary::clamp_pass_mask(self, lo, hi),
+                _ => self.unary_op(op)?.eq(self)?.to_dtype(self.dtype()),
             })?)
         } else {
             None
@@ -197,20 +209,25 @@ impl Tensor {
         self.binary_(BinaryOp::Div, "div_", other)
     }
 
-    /// Sets every element to `value`.
+    /// Sets every element to `value`. An expanded (stride-0) destination is
+    /// allowed, as in PyTorch: the write does not read the destination, so
+    /// every position that shares an element writes the same value.
     ///
     /// # Errors
-    /// [`Error::InternalOverlap`] for an expanded tensor; read-only storage.
+    /// Read-only storage.
     ///
     /// ```
-    /// use kael_core::{Device, Tensor};
+    /// use kael_core::{DType, Device, Tensor};
     /// let x = Tensor::arange(0.0f32, 6.0, &Device::cpu())?.reshape(&[2, 3])?;
     /// x.narrow(1, 1, 1)?.fill_(0.0)?;
     /// assert_eq!(x.to_vec::<f32>()?, vec![0.0, 0.0, 2.0, 3.0, 0.0, 5.0]);
+    /// let one = Tensor::zeros(&[1], DType::F32, &Device::cpu())?;
+    /// one.broadcast_to(&[4])?.fill_(7.0)?;
+    /// assert_eq!(one.to_vec::<f32>()?, vec![7.0]);
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn fill_(&self, value: f64) -> Result<()> {
-        self.check_writable("fill_")?;
+        self.check_read_only("fill_")?;
         self.check_inplace_autograd("fill_")?;
         let record = autograd::needs_record(&[self]);
         let old_edge = if record {

@@ -116,6 +116,11 @@ impl Tensor {
     }
 
     fn sum_impl(&self, op: &'static str, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        if self.dtype() == DType::Bool {
+            // PyTorch counts the trues, in I64.
+            resolve_dims(op, dims, self.rank())?;
+            return self.to_dtype(DType::I64)?.sum_impl(op, dims, keepdim);
+        }
         self.dtype().require_numeric(op)?;
         let dims = resolve_dims(op, dims, self.rank())?;
         let out = self.run_reduce(ReduceOp::Sum, &dims, keepdim, sum_dtype(self.dtype()))?;
@@ -166,25 +171,18 @@ impl Tensor {
         self.refuse_empty_dims(op, &dims)?;
         let out = self.run_reduce(red, &dims, keepdim, self.dtype())?;
         if autograd::needs_record(&[self]) {
-            let rule = if matches!(op, "max_dim" | "min_dim") && self.rank() > 0 {
-                let arg = if red == ReduceOp::Max {
-                    ArgReduceOp::ArgMax
-                } else {
-                    ArgReduceOp::ArgMin
-                };
-                let indices = self.arg_impl(op, arg, dims[0] as isize, true)?;
-                let (keep_shape, _) = reduced_shapes(self.shape(), &dims, true)?;
-                Rule::IndexReduce {
-                    dim: dims[0],
-                    indices,
-                    keep_shape,
-                    input_shape: self.dims().clone(),
-                }
+            let along = if matches!(op, "max_dim" | "min_dim") && self.rank() > 0 {
+                Some((
+                    dims[0] as isize,
+                    reduced_shapes(self.shape(), &dims, true)?.0,
+                ))
             } else {
-                Rule::AllReduce {
-                    x: SavedTensor::input(self),
-                    out: SavedTensor::output(&out)?,
-                }
+                None
+            };
+            let rule = Rule::AllReduce {
+                x: SavedTensor::input(self),
+                out: SavedTensor::output(&out)?,
+                along,
             };
             autograd::record(&out, &[self], || Ok(rule))?;
         }
@@ -274,12 +272,13 @@ impl Tensor {
     // ------------------------------------------------------------- sums
 
     /// Sum over `dims` (negative from the end; empty means every dim).
-    /// Integer tensors sum into `I64` (wrapping), floats keep their dtype
+    /// Integer tensors sum into `I64` (wrapping) and bool tensors count
+    /// their trues into `I64`, as PyTorch; floats keep their dtype
     /// (accumulated in f64 on the reference backend).
     ///
     /// # Errors
     /// [`Error::DimOutOfRange`]; [`Error::InvalidArgument`] for a repeated
-    /// dim; [`Error::UnsupportedDType`] for bool.
+    /// dim.
     ///
     /// ```
     /// use kael_core::{Device, Tensor};

@@ -106,7 +106,9 @@ fn softmax_row_avx2(s: Option<&[f32]>, o: &mut [f32], log: bool) {
 
 /// Softmax of one row: max, then `exp(x - max)` stored and summed in one
 /// pass, then one scale; log-softmax sums the exps without storing them and
-/// writes `x - max - ln(sum)`. `FMA`: compiled with the `fma` feature
+/// writes `(x - max) - ln(sum)`: subtracting the max first keeps the
+/// digits of large inputs (`x - (max + ln(sum))` rounds `max + ln(sum)` at
+/// the magnitude of `max`, losing ~`ulp(max)`). `FMA`: compiled with the `fma` feature
 /// (see `exp_fast`).
 #[inline(always)]
 fn softmax_row<const FMA: bool>(s: Option<&[f32]>, o: &mut [f32], log: bool) {
@@ -119,10 +121,10 @@ fn softmax_row<const FMA: bool>(s: Option<&[f32]>, o: &mut [f32], log: bool) {
             Some(s) => exp_sum::<FMA>(s, m),
             None => exp_sum::<FMA>(o, m),
         };
-        let lse = m + sum.ln();
+        let ls = sum.ln();
         match s {
-            Some(s) => o.iter_mut().zip(s).for_each(|(o, &x)| *o = x - lse),
-            None => o.iter_mut().for_each(|x| *x -= lse),
+            Some(s) => o.iter_mut().zip(s).for_each(|(o, &x)| *o = (x - m) - ls),
+            None => o.iter_mut().for_each(|x| *x = (*x - m) - ls),
         }
     } else {
         let sum = match s {

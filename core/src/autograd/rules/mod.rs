@@ -73,12 +73,15 @@ pub enum Rule {
         /// Input shape.
         input_shape: Dims,
     },
-    /// max/min of everything: split evenly between ties.
+    /// max/min of everything, or along one dim (`amax`/`amin`): split
+    /// evenly between ties, as PyTorch.
     AllReduce {
         /// Input.
         x: SavedTensor,
-        /// Output (rank 0).
+        /// Output.
         out: SavedTensor,
+        /// For a reduction along one dim: the dim and the keepdim shape.
+        along: Option<(isize, Dims)>,
     },
     /// softmax along a dim.
     Softmax {
@@ -188,6 +191,17 @@ pub enum Rule {
         /// 1 where the gradient passes, else 0.
         mask: Tensor,
     },
+    /// An in-place op on a view, recorded on the view's base (PyTorch's
+    /// `CopySlices`; inputs: the base's old history, then the in-place
+    /// op's other inputs). See NOTE [In-place through views].
+    CopySlices {
+        /// The base's layout (contiguous).
+        base: crate::layout::Layout,
+        /// The view's layout over the same storage.
+        view: crate::layout::Layout,
+        /// The in-place op's own rule, in the view's shape.
+        inner: alloc::boxed::Box<Rule>,
+    },
     /// In-place copy (inputs: old self, src).
     InplaceCopy {
         /// Source shape.
@@ -277,6 +291,33 @@ impl Rule {
             Rule::InplaceFill => "FillBackward_",
             Rule::InplaceMask { .. } => "ClampBackward_",
             Rule::InplaceCopy { .. } => "CopyBackward_",
+            Rule::CopySlices { .. } => "CopySlices",
+        }
+    }
+
+    /// Whether the rule holds tensors saved for backward (freed after a
+    /// backward without `retain_graph`); a rule that holds none (add, sum,
+    /// views, ...) can run again.
+    pub(crate) fn saves_tensors(&self) -> bool {
+        match self {
+            Rule::View { .. }
+            | Rule::Sum { .. }
+            | Rule::Cat { .. }
+            | Rule::ToDtype { .. }
+            | Rule::ToDevice { .. }
+            | Rule::Identity
+            | Rule::InplaceFill
+            | Rule::InplaceCopy { .. } => false,
+            Rule::Unary { x, out, .. } => x.is_some() || out.is_some(),
+            Rule::Binary { a, b, out, .. } => a.is_some() || b.is_some() || out.is_some(),
+            Rule::InplaceBinary {
+                old_self,
+                other,
+                out,
+                ..
+            } => old_self.is_some() || other.is_some() || out.is_some(),
+            Rule::CopySlices { inner, .. } => inner.saves_tensors(),
+            _ => true,
         }
     }
 
@@ -297,7 +338,7 @@ impl Rule {
                 push(b);
                 push(out);
             }
-            Rule::AllReduce { x, out } => {
+            Rule::AllReduce { x, out, .. } => {
                 push(Some(x));
                 push(Some(out));
             }
@@ -310,6 +351,7 @@ impl Rule {
                 push(other);
                 push(out);
             }
+            Rule::CopySlices { inner, .. } => inner.into_saved_grad_fns(stack),
             _ => {}
         }
     }
@@ -364,10 +406,14 @@ impl Rule {
                     &g.reshape(keep_shape)?,
                 )?)]
             }
-            Rule::AllReduce { x, out } => {
+            Rule::AllReduce { x, out, along } => {
                 let (x, out) = (x.unpack(node)?, out.unpack(node)?);
+                let (out, g, count_dims) = match along {
+                    Some((dim, keep)) => (out.reshape(keep)?, g.reshape(keep)?, vec![*dim]),
+                    None => (out, g.clone(), Vec::new()),
+                };
                 let mask = x.eq(&out)?.to_dtype(g.dtype())?;
-                let count = mask.sum_all()?;
+                let count = mask.sum(&count_dims, true)?;
                 vec![Some(mask.mul(&g.div(&count)?)?)]
             }
             Rule::Softmax { dim, out } => {
@@ -499,8 +545,68 @@ impl Rule {
                     .to_device(src_device)?;
                 vec![Some(g.mul_scalar(0.0)?), Some(gs)]
             }
+            Rule::CopySlices { base, view, inner } => {
+                copy_slices_backward(node, g, base, view, inner)?
+            }
         })
     }
+}
+
+/// NOTE [In-place through views]
+/// An in-place op on a view `v` of a base `b` (the root that owns the
+/// storage) rewrites `b`'s history, as PyTorch's `CopySlices`: `b` gets a
+/// node whose first edge is `b`'s old history and whose other edges are the
+/// op's other inputs; `v` gets an `as_strided` view of that node. Backward
+/// takes `b`'s gradient, runs the op's own rule on the view's region of it,
+/// writes the result for the op's `self` back into that region (zero when
+/// the op discards the old values, as `fill_`), and passes the rest through
+/// unchanged. Other views of `b` made before the write re-derive their
+/// history from `b`'s new node when next used (`Tensor::grad_fn`), because
+/// the storage version moved. The base must be contiguous (every root that
+/// kael creates is); the version counter is shared, so saved tensors that
+/// the write modified still fail backward.
+fn copy_slices_backward(
+    node: &Shared<Node>,
+    g: &Tensor,
+    base: &crate::layout::Layout,
+    view: &crate::layout::Layout,
+    inner: &Rule,
+) -> Result<Vec<Option<Tensor>>> {
+    let refuse = |reason| Error::Autograd {
+        op: "CopySlices",
+        reason,
+    };
+    if crate::autograd::is_grad_enabled()
+        && matches!(inner, Rule::InplaceBinary { out: Some(_), .. })
+    {
+        return Err(refuse(
+            "create_graph through an in-place division on a view is not supported; use the out-of-place div, or deep_clone() the view first",
+        ));
+    }
+    if !base.is_contiguous() {
+        return Err(refuse(
+            "an in-place op through a view of a non-contiguous base was recorded; deep_clone() the base before writing through its views",
+        ));
+    }
+    let offset = view
+        .offset()
+        .checked_sub(base.offset())
+        .ok_or_else(|| refuse("internal: a view starts before its base; please report this"))?;
+    let whole = g.deep_clone()?;
+    let region = whole.as_strided(view.shape(), view.strides(), offset)?;
+    let mut grads = inner.backward(node, &region.contiguous()?)?;
+    let own = if grads.is_empty() {
+        None
+    } else {
+        grads.remove(0)
+    };
+    match own {
+        Some(t) => region.copy_(&t)?,
+        None => region.fill_(0.0)?,
+    }
+    let mut out = vec![Some(whole)];
+    out.extend(grads);
+    Ok(out)
 }
 
 /// Whether the last two dims of `t` are stored column-major (a transposed
