@@ -37,6 +37,10 @@ pub enum DType {
     I64,
     /// 32-bit signed integer.
     I32,
+    /// 16-bit signed integer.
+    I16,
+    /// 8-bit signed integer.
+    I8,
     /// 8-bit unsigned integer.
     U8,
     /// Boolean, one byte per element (see NOTE [Bool storage]).
@@ -45,13 +49,15 @@ pub enum DType {
 
 impl DType {
     /// All dtypes, in declaration order.
-    pub const ALL: [DType; 8] = [
+    pub const ALL: [DType; 10] = [
         DType::F32,
         DType::F64,
         DType::F16,
         DType::BF16,
         DType::I64,
         DType::I32,
+        DType::I16,
+        DType::I8,
         DType::U8,
         DType::Bool,
     ];
@@ -61,8 +67,8 @@ impl DType {
         match self {
             DType::F64 | DType::I64 => 8,
             DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::U8 | DType::Bool => 1,
+            DType::F16 | DType::BF16 | DType::I16 => 2,
+            DType::U8 | DType::I8 | DType::Bool => 1,
         }
     }
 
@@ -73,7 +79,10 @@ impl DType {
 
     /// Whether this is an integer dtype (bool excluded).
     pub const fn is_int(self) -> bool {
-        matches!(self, DType::I64 | DType::I32 | DType::U8)
+        matches!(
+            self,
+            DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
+        )
     }
 
     /// Lower-case name, as PyTorch prints it.
@@ -85,6 +94,8 @@ impl DType {
             DType::BF16 => "bfloat16",
             DType::I64 => "int64",
             DType::I32 => "int32",
+            DType::I16 => "int16",
+            DType::I8 => "int8",
             DType::U8 => "uint8",
             DType::Bool => "bool",
         }
@@ -183,6 +194,16 @@ pub trait Scalar:
     fn is_nan(self) -> bool {
         false
     }
+    /// As i64: exact for integers (sign- or zero-extended), truncated and
+    /// saturated for floats.
+    fn as_i64(self) -> i64 {
+        self.to_f64() as i64
+    }
+    /// From i64, wrapping (two's complement truncation) for integers, as
+    /// C and PyTorch cast between integer types.
+    fn from_i64_wrapping(v: i64) -> Self {
+        Self::from_f64(v as f64)
+    }
 }
 
 macro_rules! int_scalar {
@@ -198,6 +219,14 @@ macro_rules! int_scalar {
             #[inline]
             fn to_f64(self) -> f64 {
                 self as f64
+            }
+            #[inline]
+            fn as_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline]
+            fn from_i64_wrapping(v: i64) -> Self {
+                v as $t
             }
             #[inline]
             fn add(self, o: Self) -> Self {
@@ -229,6 +258,8 @@ macro_rules! int_scalar {
 }
 int_scalar!(i64, DType::I64);
 int_scalar!(i32, DType::I32);
+int_scalar!(i16, DType::I16);
+int_scalar!(i8, DType::I8);
 int_scalar!(u8, DType::U8);
 
 macro_rules! float_scalar {
@@ -362,7 +393,7 @@ macro_rules! int_rem {
         }
     )*};
 }
-int_rem!(i64, i32, u8);
+int_rem!(i64, i32, i16, i8, u8);
 
 /// Floating-point math for kernels. `f16`/`bf16` compute in `f32`.
 pub trait Float: Scalar {
@@ -433,6 +464,8 @@ element_self!(f16, DType::F16);
 element_self!(bf16, DType::BF16);
 element_self!(i64, DType::I64);
 element_self!(i32, DType::I32);
+element_self!(i16, DType::I16);
+element_self!(i8, DType::I8);
 element_self!(u8, DType::U8);
 
 impl Element for bool {
@@ -478,6 +511,14 @@ macro_rules! dispatch {
             }
             $crate::DType::I32 => {
                 type $T = i32;
+                $body
+            }
+            $crate::DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            $crate::DType::I8 => {
+                type $T = i8;
                 $body
             }
             $crate::DType::U8 | $crate::DType::Bool => {

@@ -51,6 +51,8 @@ fn dtype_of(s: &str) -> DType {
         "f64" => DType::F64,
         "i64" => DType::I64,
         "i32" => DType::I32,
+        "i16" => DType::I16,
+        "i8" => DType::I8,
         "u8" => DType::U8,
         "bool" => DType::Bool,
         _ => panic!("unknown dtype {s}"),
@@ -147,6 +149,16 @@ fn make(d: &Data, dev: &Device) -> Result<Tensor> {
             &d.shape,
             dev,
         ),
+        DType::I16 => Tensor::from_slice(
+            &v.iter().map(|&x| x as i16).collect::<Vec<_>>(),
+            &d.shape,
+            dev,
+        ),
+        DType::I8 => Tensor::from_slice(
+            &v.iter().map(|&x| x as i8).collect::<Vec<_>>(),
+            &d.shape,
+            dev,
+        ),
         DType::U8 => Tensor::from_slice(
             &v.iter().map(|&x| x as u8).collect::<Vec<_>>(),
             &d.shape,
@@ -168,6 +180,8 @@ fn read(t: &Tensor) -> Result<Vec<f64>> {
         DType::F64 => t.to_vec::<f64>()?,
         DType::I64 => t.to_vec::<i64>()?.into_iter().map(|x| x as f64).collect(),
         DType::I32 => t.to_vec::<i32>()?.into_iter().map(f64::from).collect(),
+        DType::I16 => t.to_vec::<i16>()?.into_iter().map(f64::from).collect(),
+        DType::I8 => t.to_vec::<i8>()?.into_iter().map(f64::from).collect(),
         DType::U8 => t.to_vec::<u8>()?.into_iter().map(f64::from).collect(),
         DType::Bool => t
             .to_vec::<bool>()?
@@ -382,6 +396,7 @@ fn run_op(c: &Case, x: &[Tensor], dev: &Device) -> Result<Vec<Tensor>> {
             dev,
         )),
         "eye" => one(Tensor::eye(u(&a[0]), out_dtype, dev)),
+        "to_dtype" => one(x[0].to_dtype(out_dtype)),
         "one_hot" => one(x[0].one_hot(Some(u(&a[0])))),
         "mse_loss" => one(mse_loss(&x[0], &x[1], reduction(&a[0]))),
         "cross_entropy" => one(cross_entropy(&x[0], &x[1], reduction(&a[0]), Some(-100))),

@@ -188,6 +188,8 @@ pub(crate) const fn dname(d: DType) -> &'static str {
         DType::BF16 => "bf16",
         DType::I64 => "i64",
         DType::I32 => "i32",
+        DType::I16 => "i16",
+        DType::I8 => "i8",
         DType::U8 => "u8",
         DType::Bool => "bool",
     }

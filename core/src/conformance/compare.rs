@@ -28,7 +28,9 @@ pub(crate) fn tolerance(dtype: DType, k: usize) -> f64 {
         // two ulps (the reference rounds once from f32; a device may round twice)
         DType::F16 => 2e-3,
         DType::BF16 => 1.6e-2,
-        DType::I64 | DType::I32 | DType::U8 | DType::Bool => return 0.0,
+        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8 | DType::Bool => {
+            return 0.0;
+        }
     };
     let k = k.max(1) as f64;
     if matches!(dtype, DType::F16 | DType::BF16) {

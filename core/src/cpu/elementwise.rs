@@ -160,8 +160,13 @@ pub fn cast_in<const DTYPES: u16>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
         return Err(crate::cpu::select::not_enabled("to_dtype", missing));
     }
     let to_bool = dst.dtype == DType::Bool;
+    // Integer to integer wraps (two's complement), as C and PyTorch do.
+    let wrap = !src.dtype.is_float() && dst.dtype.is_int();
     dispatch_in!(DTYPES, "to_dtype", src.dtype, S => dispatch_in!(DTYPES, "to_dtype", dst.dtype, D => {
         map1::<S, D>("to_dtype", src, dst, |x| {
+            if wrap {
+                return D::from_i64_wrapping(x.as_i64());
+            }
             let v = x.to_f64();
             if to_bool { D::from_f64(if v != 0.0 { 1.0 } else { 0.0 }) } else { D::from_f64(v) }
         })
@@ -228,6 +233,14 @@ macro_rules! by_dtype {
             }
             DType::I32 if on(DType::I32) => {
                 type $T = i32;
+                $int
+            }
+            DType::I16 if on(DType::I16) => {
+                type $T = i16;
+                $int
+            }
+            DType::I8 if on(DType::I8) => {
+                type $T = i8;
                 $int
             }
             DType::U8 if on(DType::U8) => {

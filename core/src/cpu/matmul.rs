@@ -86,6 +86,8 @@ macro_rules! int_accum {
 }
 int_accum!(i64);
 int_accum!(i32);
+int_accum!(i16);
+int_accum!(i8);
 int_accum!(u8);
 
 /// An element type of a matmul operand, with its accumulator.
@@ -110,7 +112,7 @@ macro_rules! mat_elem_same {
         }
     )*};
 }
-mat_elem_same!(f32, f64, i64, i32, u8);
+mat_elem_same!(f32, f64, i64, i32, i16, i8, u8);
 
 macro_rules! mat_elem_half {
     ($($t:ty),*) => {$(
@@ -171,13 +173,19 @@ pub fn matmul_in<const DTYPES: u16>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) ->
         DType::I32 => {
             dispatch_in!(@arm DTYPES, "matmul", I32, T = i32, gemm::<T>(lhs, rhs, dst, &dims))
         }
+        DType::I16 => {
+            dispatch_in!(@arm DTYPES, "matmul", I16, T = i16, gemm::<T>(lhs, rhs, dst, &dims))
+        }
+        DType::I8 => {
+            dispatch_in!(@arm DTYPES, "matmul", I8, T = i8, gemm::<T>(lhs, rhs, dst, &dims))
+        }
         DType::U8 => {
             dispatch_in!(@arm DTYPES, "matmul", U8, T = u8, gemm::<T>(lhs, rhs, dst, &dims))
         }
         DType::Bool => Err(Error::UnsupportedDType {
             op: "matmul",
             dtype: DType::Bool,
-            supported: "f32, f64, f16, bf16, i64, i32, u8",
+            supported: "f32, f64, f16, bf16, i64, i32, i16, i8, u8",
         }),
     }
 }

@@ -68,7 +68,7 @@ macro_rules! elem_int {
         }
     )*};
 }
-elem_int!(i64, i32, u8);
+elem_int!(i64, i32, i16, i8, u8);
 
 macro_rules! elem_float {
     ($($t:ty),*) => {$(

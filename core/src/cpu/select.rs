@@ -51,10 +51,14 @@ pub mod dtypes {
     pub const U8: u16 = 1 << 6;
     /// `bool`.
     pub const BOOL: u16 = 1 << 7;
+    /// `i16`.
+    pub const I16: u16 = 1 << 8;
+    /// `i8`.
+    pub const I8: u16 = 1 << 9;
     /// The four float dtypes.
     pub const FLOATS: u16 = F32 | F64 | F16 | BF16;
     /// Every dtype (the default).
-    pub const ALL: u16 = 0xFF;
+    pub const ALL: u16 = 0x3FF;
 
     /// The bit of one dtype.
     pub const fn bit(d: DType) -> u16 {
@@ -67,6 +71,8 @@ pub mod dtypes {
             DType::I32 => I32,
             DType::U8 => U8,
             DType::Bool => BOOL,
+            DType::I16 => I16,
+            DType::I8 => I8,
         }
     }
 
@@ -183,6 +189,8 @@ macro_rules! dispatch_in {
             }
             $crate::DType::I64 => $crate::dispatch_in!(@arm $set, $op, I64, $T = i64, $body),
             $crate::DType::I32 => $crate::dispatch_in!(@arm $set, $op, I32, $T = i32, $body),
+            $crate::DType::I16 => $crate::dispatch_in!(@arm $set, $op, I16, $T = i16, $body),
+            $crate::DType::I8 => $crate::dispatch_in!(@arm $set, $op, I8, $T = i8, $body),
             // One arm for both, so that their kernels are one instantiation;
             // the first test is a constant, so a set with neither compiles it out.
             d @ ($crate::DType::U8 | $crate::DType::Bool) => {

@@ -54,8 +54,10 @@ impl Tensor {
 
     /// Converts elements to `dtype` (a copy; `self` when the dtype is the same).
     ///
-    /// Float to integer truncates toward zero and saturates; any value to
-    /// bool is `x != 0`.
+    /// Float to integer truncates toward zero and saturates (NaN to 0; in
+    /// PyTorch an out-of-range float-to-integer cast is undefined
+    /// behaviour); integer to integer wraps (two's complement truncation),
+    /// as PyTorch: `300i64` as `I8` is `44`; any value to bool is `x != 0`.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`].
@@ -65,6 +67,8 @@ impl Tensor {
     /// let t = Tensor::from_slice(&[1.7f32, -2.5, 0.0], &[3], &Device::cpu())?;
     /// assert_eq!(t.to_dtype(DType::I32)?.to_vec::<i32>()?, vec![1, -2, 0]);
     /// assert_eq!(t.to_dtype(DType::Bool)?.to_vec::<bool>()?, vec![true, true, false]);
+    /// let i = Tensor::from_slice(&[300i64, -129], &[2], &Device::cpu())?;
+    /// assert_eq!(i.to_dtype(DType::I8)?.to_vec::<i8>()?, vec![44, 127]);
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {

@@ -144,6 +144,16 @@ fn read(t: &Tensor) -> Result<Vec<Value>> {
             .into_iter()
             .map(|x| Value::Int(x.into()))
             .collect(),
+        DType::I16 => t
+            .to_vec::<i16>()?
+            .into_iter()
+            .map(|x| Value::Int(x.into()))
+            .collect(),
+        DType::I8 => t
+            .to_vec::<i8>()?
+            .into_iter()
+            .map(|x| Value::Int(x.into()))
+            .collect(),
         DType::U8 => t
             .to_vec::<u8>()?
             .into_iter()

@@ -211,10 +211,13 @@ impl Tensor {
 
     /// Sets every element to `value`. An expanded (stride-0) destination is
     /// allowed, as in PyTorch: the write does not read the destination, so
-    /// every position that shares an element writes the same value.
+    /// every position that shares an element writes the same value (each
+    /// element is written once). Other self-overlapping layouts (from
+    /// `as_strided`) stay refused.
     ///
     /// # Errors
-    /// Read-only storage.
+    /// [`Error::InternalOverlap`] for a destination that overlaps itself
+    /// other than through stride-0 dims; read-only storage.
     ///
     /// ```
     /// use kael_core::{DType, Device, Tensor};
@@ -227,6 +230,10 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn fill_(&self, value: f64) -> Result<()> {
+        let distinct = self.with_distinct_src(|d| d.layout.has_internal_overlap());
+        if distinct {
+            return Err(Error::InternalOverlap { op: "fill_" });
+        }
         self.check_read_only("fill_")?;
         self.check_inplace_autograd("fill_")?;
         let record = autograd::needs_record(&[self]);
@@ -236,7 +243,7 @@ impl Tensor {
             None
         };
         let dev = self.device();
-        self.with_src(|d| dev.backend().fill(d, value))?;
+        self.with_distinct_src(|d| dev.backend().fill(d, value))?;
         self.storage().bump_version();
         if record {
             autograd::record_inplace(self, old_edge, &[], Rule::InplaceFill);

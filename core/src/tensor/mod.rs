@@ -379,6 +379,26 @@ impl Tensor {
     // ------------------------------------------------------------ internals
 
     /// Runs `f` with this tensor as a kernel operand.
+    /// [`Tensor::with_src`] with the stride-0 (expanded) dims reduced to
+    /// size 1: the distinct elements, each once. For writes that do not
+    /// read the destination (`fill_`), whose result does not depend on how
+    /// often an element is written.
+    pub(crate) fn with_distinct_src<R>(&self, f: impl FnOnce(Src<'_>) -> R) -> R {
+        let p = self.placement();
+        let mut shape = self.0.shape.clone();
+        for (n, &st) in shape.iter_mut().zip(p.strides.iter()) {
+            if st == 0 {
+                *n = (*n).min(1);
+            }
+        }
+        let layout = Layout::from_dims(shape, p.strides, p.offset);
+        f(Src {
+            storage: &p.storage,
+            layout: &layout,
+            dtype: self.0.dtype,
+        })
+    }
+
     pub(crate) fn with_src<R>(&self, f: impl FnOnce(Src<'_>) -> R) -> R {
         let p = self.placement();
         let layout = Layout::from_dims(self.0.shape.clone(), p.strides, p.offset);

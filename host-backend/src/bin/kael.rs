@@ -254,6 +254,8 @@ fn dtype_name(d: kael_core::DType) -> &'static str {
         DType::BF16 => "BF16",
         DType::I64 => "I64",
         DType::I32 => "I32",
+        DType::I16 => "I16",
+        DType::I8 => "I8",
         DType::U8 => "U8",
         DType::Bool => "BOOL",
     }

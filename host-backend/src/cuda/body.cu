@@ -34,7 +34,13 @@ extern "C" __global__ void k_where(L d, L c, L t, L f, i64 n, KS* pd, const u8* 
 // src (this dtype) -> dst of dtype code `dcode`, through double as the
 // reference backend does.
 extern "C" __global__ void k_cast(L d, L s, i64 n, void* pd, int dcode, const KS* ps) {
-    GRID_LOOP(i, n) store_f64(pd, off(d, i), dcode, KT::f64(KT::ld(ps[off(s, i)])));
+    // Integer sources go through i64, so integer-to-integer casts wrap (as
+    // the reference backend and PyTorch); floats through f64 (saturating).
+    if (KT::FLOAT) {
+        GRID_LOOP(i, n) store_f64(pd, off(d, i), dcode, KT::f64(KT::ld(ps[off(s, i)])));
+    } else {
+        GRID_LOOP(i, n) store_i64(pd, off(d, i), dcode, (i64)KT::ld(ps[off(s, i)]));
+    }
 }
 
 // Reductions. `dst` has src's rank with the reduced dims of size 1; `inner`

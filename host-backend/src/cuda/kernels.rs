@@ -42,6 +42,8 @@ pub(crate) fn module_source(dtype: DType) -> String {
         DType::BF16 => ("TBF16", true),
         DType::I64 => ("TI64", false),
         DType::I32 => ("TI32", false),
+        DType::I16 => ("TI16", false),
+        DType::I8 => ("TI8", false),
         _ => ("TU8", false),
     };
     let mut s = String::with_capacity(PRELUDE.len() + BODY.len() + 8192);
@@ -177,6 +179,8 @@ pub(crate) fn dcode(dtype: DType) -> i32 {
         DType::I32 => 5,
         DType::U8 => 6,
         DType::Bool => 7,
+        DType::I16 => 8,
+        DType::I8 => 9,
     }
 }
 
@@ -375,6 +379,8 @@ mod tests {
             DType::BF16,
             DType::I64,
             DType::I32,
+            DType::I16,
+            DType::I8,
             DType::U8,
         ] {
             let ptx = compile(d, "compute_90").unwrap();

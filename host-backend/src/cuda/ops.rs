@@ -292,6 +292,8 @@ impl CudaBackend {
             DType::BF16 => self.fill_value(&dst, bf16::from_f64(value).to_bits()),
             DType::I64 => self.fill_value(&dst, value as i64),
             DType::I32 => self.fill_value(&dst, value as i32),
+            DType::I16 => self.fill_value(&dst, value as i16),
+            DType::I8 => self.fill_value(&dst, value as i8),
             DType::U8 => self.fill_value(&dst, value as u8),
             DType::Bool => self.fill_value(&dst, u8::from(value != 0.0)),
         }

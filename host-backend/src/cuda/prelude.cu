@@ -100,6 +100,18 @@ __device__ __forceinline__ int sat_i32(double v) {
     if (v <= -2147483648.0) return (int)0x80000000u;
     return (int)v;
 }
+__device__ __forceinline__ short sat_i16(double v) {
+    if (v != v) return 0;
+    if (v >= 32767.0) return 32767;
+    if (v <= -32768.0) return -32768;
+    return (short)(int)v;
+}
+__device__ __forceinline__ signed char sat_i8(double v) {
+    if (v != v) return 0;
+    if (v >= 127.0) return 127;
+    if (v <= -128.0) return -128;
+    return (signed char)(int)v;
+}
 __device__ __forceinline__ u8 sat_u8(double v) {
     if (v != v) return 0;
     if (v >= 255.0) return 255;
@@ -160,6 +172,22 @@ struct TI32 {
     static __device__ __forceinline__ double f64(C x) { return (double)x; }
     static __device__ __forceinline__ S from_f64(double v) { return sat_i32(v); }
 };
+struct TI16 {
+    typedef short S; typedef short C; typedef unsigned int U;
+    static constexpr bool FLOAT = false;
+    static __device__ __forceinline__ C ld(S x) { return x; }
+    static __device__ __forceinline__ S st(C x) { return x; }
+    static __device__ __forceinline__ double f64(C x) { return (double)x; }
+    static __device__ __forceinline__ S from_f64(double v) { return sat_i16(v); }
+};
+struct TI8 {
+    typedef signed char S; typedef signed char C; typedef unsigned int U;
+    static constexpr bool FLOAT = false;
+    static __device__ __forceinline__ C ld(S x) { return x; }
+    static __device__ __forceinline__ S st(C x) { return x; }
+    static __device__ __forceinline__ double f64(C x) { return (double)x; }
+    static __device__ __forceinline__ S from_f64(double v) { return sat_i8(v); }
+};
 struct TU8 {
     typedef u8 S; typedef u8 C; typedef unsigned int U;
     static constexpr bool FLOAT = false;
@@ -170,7 +198,7 @@ struct TU8 {
 };
 
 // Dtype codes (kernels.rs `dcode`): 0 f32, 1 f64, 2 f16, 3 bf16, 4 i64,
-// 5 i32, 6 u8, 7 bool.
+// 5 i32, 6 u8, 7 bool, 8 i16, 9 i8.
 __device__ __forceinline__ void store_f64(void* base, i64 o, int code, double v) {
     switch (code) {
     case 0: ((float*)base)[o] = (float)v; break;
@@ -180,6 +208,8 @@ __device__ __forceinline__ void store_f64(void* base, i64 o, int code, double v)
     case 4: ((i64*)base)[o] = sat_i64(v); break;
     case 5: ((int*)base)[o] = sat_i32(v); break;
     case 6: ((u8*)base)[o] = sat_u8(v); break;
+    case 8: ((short*)base)[o] = sat_i16(v); break;
+    case 9: ((signed char*)base)[o] = sat_i8(v); break;
     default: ((u8*)base)[o] = (v != 0.0) ? 1 : 0; break;
     }
 }
@@ -189,6 +219,8 @@ __device__ __forceinline__ void store_i64(void* base, i64 o, int code, i64 v) {
     case 4: ((i64*)base)[o] = v; break;
     case 5: ((int*)base)[o] = (int)(unsigned int)(u64)v; break;
     case 6: ((u8*)base)[o] = (u8)(u64)v; break;
+    case 8: ((short*)base)[o] = (short)(unsigned short)(u64)v; break;
+    case 9: ((signed char*)base)[o] = (signed char)(u8)(u64)v; break;
     case 7: ((u8*)base)[o] = (v != 0) ? 1 : 0; break;
     default: store_f64(base, o, code, (double)v); break;
     }

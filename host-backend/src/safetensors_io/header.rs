@@ -71,6 +71,8 @@ pub fn dtype_from_name(name: &str) -> Option<DType> {
         "BF16" => DType::BF16,
         "I64" => DType::I64,
         "I32" => DType::I32,
+        "I16" => DType::I16,
+        "I8" => DType::I8,
         "U8" => DType::U8,
         "BOOL" => DType::Bool,
         _ => return None,
@@ -86,6 +88,8 @@ pub fn dtype_name(dtype: DType) -> &'static str {
         DType::BF16 => "BF16",
         DType::I64 => "I64",
         DType::I32 => "I32",
+        DType::I16 => "I16",
+        DType::I8 => "I8",
         DType::U8 => "U8",
         DType::Bool => "BOOL",
     }

@@ -425,6 +425,8 @@ fn copy_tensor(bytes: &[u8], dtype: DType, shape: &[usize], dev: &Device) -> Res
         ),
         DType::I64 => Tensor::from_slice(&le(bytes, i64::from_le_bytes), shape, dev),
         DType::I32 => Tensor::from_slice(&le(bytes, i32::from_le_bytes), shape, dev),
+        DType::I16 => Tensor::from_slice(&le(bytes, i16::from_le_bytes), shape, dev),
+        DType::I8 => Tensor::from_slice(&le(bytes, i8::from_le_bytes), shape, dev),
         DType::U8 => Tensor::from_slice(bytes, shape, dev),
         DType::Bool => Tensor::from_slice(&le(bytes, |[b]: [u8; 1]| b != 0), shape, dev),
     };

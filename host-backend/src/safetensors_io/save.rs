@@ -96,6 +96,8 @@ fn st_dtype(dtype: DType) -> Dtype {
         DType::BF16 => Dtype::BF16,
         DType::I64 => Dtype::I64,
         DType::I32 => Dtype::I32,
+        DType::I16 => Dtype::I16,
+        DType::I8 => Dtype::I8,
         DType::U8 => Dtype::U8,
         DType::Bool => Dtype::BOOL,
     }

@@ -40,7 +40,8 @@ rng = np.random.default_rng(20261203)
 torch.use_deterministic_algorithms(True)
 
 DT = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64,
-      "i32": torch.int32, "u8": torch.uint8, "bool": torch.bool}
+      "i32": torch.int32, "i16": torch.int16, "i8": torch.int8,
+      "u8": torch.uint8, "bool": torch.bool}
 NAME = {v: k for k, v in DT.items()}
 
 out_lines = []
@@ -89,7 +90,7 @@ def fmt_arg(a):
 
 def values(shape, dtype, kind="normal"):
     n = int(np.prod(shape)) if len(shape) else 1
-    if dtype in ("i64", "i32"):
+    if dtype in ("i64", "i32", "i16", "i8"):
         v = rng.integers(-9, 10, size=n)
     elif dtype == "u8":
         v = rng.integers(0, 20, size=n)
@@ -261,6 +262,34 @@ for name, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul),
 FA, FB = T([7.5, -7.5, 7.5, -7.5, 0.0, 5.0]), T([2.0, 2.0, -2.0, -2.0, 3.0, 0.0])
 for name, fn in [("remainder", torch.remainder), ("fmod", torch.fmod), ("div", torch.div)]:
     case(name, [], [FA.clone(), FB.clone()], fn, grad=False)
+
+# Small integer dtypes: wrapping arithmetic, Python remainder, casts.
+W8A, W8B = T([100, -100, 127, -128, 7, -7], "i8"), T([100, -100, 1, -1, 3, 3], "i8")
+for name, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul),
+                 ("remainder", torch.remainder), ("fmod", torch.fmod),
+                 ("maximum", torch.maximum), ("bitwise_and", torch.bitwise_and)]:
+    case(name, [], [W8A.clone(), W8B.clone()], fn)
+W16A, W16B = T([30000, -30000, 32767, -7, 250], "i16"), T([30000, -30000, 1, 3, -4], "i16")
+for name, fn in [("add", torch.add), ("mul", torch.mul), ("remainder", torch.remainder),
+                 ("minimum", torch.minimum)]:
+    case(name, [], [W16A.clone(), W16B.clone()], fn)
+for dt in ("i16", "i8"):
+    case("neg", [], [T([-128, 5, 0, 127], "i8").to(DT[dt])], lambda x: -x)
+    case("abs", [], [T([-128, 5, 0, -127], "i8").to(DT[dt])], torch.abs)
+    case("sum", [[1], False], [values((2, 3), dt)], lambda x: x.sum(1))
+    case("max_dim", [0, False], [values((2, 3), dt)], lambda x: torch.amax(x, 0))
+    case("argmin", [1, False], [values((2, 3), dt)], lambda x: torch.argmin(x, 1))
+    case("matmul", [], [values((2, 3), dt), values((3, 2), dt)], torch.matmul)
+    for cmp, fn in [("lt", torch.lt), ("eq", torch.eq)]:
+        case(cmp, [], [values((4,), dt), values((4,), dt)], fn)
+# Casts: integer to integer wraps, float to integer truncates toward zero.
+CASTS = [("i64", "i8", [300, -200, 127, 128, -129]), ("i64", "i16", [70000, -40000, 5]),
+         ("i32", "u8", [300, -1, 7]), ("i16", "i8", [255, -255, 3]), ("i8", "i64", [-128, 127]),
+         ("u8", "i8", [200, 100]), ("bool", "i8", [1, 0]), ("i8", "bool", [0, -3, 4]),
+         ("f32", "i8", [3.7, -3.7, 0.5, -127.9]), ("f64", "i16", [1000.5, -2.9]),
+         ("i8", "f32", [-128, 5]), ("i16", "f64", [-32768, 32767])]
+for src, dst, vals in CASTS:
+    case("to_dtype", [dst], [T(vals, src)], lambda x, d=dst: x.to(DT[d]), grad=False)
 
 # ---------------------------------------------------------------- comparisons
 CA, CB = T([1.0, 2.0, float("nan"), 3.0, -0.0]), T([1.0, 3.0, float("nan"), 2.0, 0.0])
