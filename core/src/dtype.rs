@@ -562,8 +562,8 @@ mod tests {
 
     #[test]
     fn sizes_match_pytorch() {
-        let sizes: [usize; 8] = DType::ALL.map(|d| d.size_in_bytes());
-        assert_eq!(sizes, [4, 8, 2, 2, 8, 4, 1, 1]);
+        let sizes: [usize; 10] = DType::ALL.map(|d| d.size_in_bytes());
+        assert_eq!(sizes, [4, 8, 2, 2, 8, 4, 2, 1, 1, 1]);
     }
 
     #[test]

@@ -44,7 +44,7 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-def forward(cfg, w, ids):
+def forward(cfg, w, ids, hidden=None):
     pre = "transformer." if "transformer.wte.weight" in w else ""
     g = lambda name: w[pre + name]
     C, H = cfg["n_embd"], cfg["n_head"]
@@ -54,6 +54,8 @@ def forward(cfg, w, ids):
     x = g("wte.weight")[ids] + g("wpe.weight")[:T]
     mask = np.triu(np.full((T, T), -np.inf), k=1)
     for i in range(cfg["n_layer"]):
+        if hidden is not None:
+            hidden.append(x)
         p = f"h.{i}."
         a = layer_norm(x, g(p + "ln_1.weight"), g(p + "ln_1.bias"), eps)
         qkv = a @ g(p + "attn.c_attn.weight") + g(p + "attn.c_attn.bias")
@@ -71,16 +73,29 @@ def forward(cfg, w, ids):
         m = gelu_new(m @ g(p + "mlp.c_fc.weight") + g(p + "mlp.c_fc.bias"))
         x = x + m @ g(p + "mlp.c_proj.weight") + g(p + "mlp.c_proj.bias")
     x = layer_norm(x, g("ln_f.weight"), g("ln_f.bias"), eps)
+    if hidden is not None:
+        hidden.append(x)
     return x @ g("wte.weight").T
 
 
 def main():
-    d = sys.argv[1]
-    ids = [int(s) for s in sys.argv[2:]]
+    # Flags: --f64 computes in float64; --hidden prints the hidden states
+    # (Hugging Face's output_hidden_states: the embeddings, each block's
+    # input after the first, and the final norm's output) after the logits.
+    args = sys.argv[1:]
+    f64 = "--f64" in args
+    hidden = [] if "--hidden" in args else None
+    args = [a for a in args if not a.startswith("--")]
+    d = args[0]
+    ids = [int(s) for s in args[1:]]
     with open(f"{d}/config.json") as f:
         cfg = json.load(f)
     w = load_safetensors(f"{d}/model.safetensors")
-    print(json.dumps(forward(cfg, w, ids).ravel().tolist()))
+    if f64:
+        w = {k: v.astype(np.float64) for k, v in w.items()}
+    print(json.dumps(forward(cfg, w, ids, hidden).ravel().tolist()))
+    for h in hidden or []:
+        print(json.dumps(h.ravel().tolist()))
 
 
 if __name__ == "__main__":

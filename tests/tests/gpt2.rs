@@ -10,7 +10,7 @@ mod common;
 
 use kael_core::{DType, Device, Rng, Tensor};
 use kael_host::Error;
-use kael_host::gpt2::{Decode, Gpt2, Gpt2Config, KvCache, Sampler, generate};
+use kael_host::gpt2::{Decode, Gpt2, Gpt2Config, KvCache, LoadOptions, Sampler, generate};
 use kael_host::safetensors_io::save;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -112,6 +112,13 @@ fn tiny_model_dir(tag: &str) -> TempDir {
 /// (as `scripts/test.sh` does, so CI cannot pass without the check),
 /// otherwise `None` after a `SKIPPED` line on stderr.
 fn reference_logits(dir: &Path, ids: &[u32]) -> Option<Vec<f32>> {
+    let lines = reference(dir, ids, &[])?;
+    Some(lines[0].iter().map(|&v| v as f32).collect())
+}
+
+/// Every line the reference prints (logits, then hidden states with
+/// `--hidden`), computed in f64 with `--f64`.
+fn reference(dir: &Path, ids: &[u32], flags: &[&str]) -> Option<Vec<Vec<f64>>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/gpt2_reference.py");
     let python = std::env::var("KAEL_PYTHON").unwrap_or_else(|_| "python3".into());
     let missing = |why: String| {
@@ -128,6 +135,7 @@ fn reference_logits(dir: &Path, ids: &[u32]) -> Option<Vec<f32>> {
     };
     let out = match Command::new(&python)
         .arg(&script)
+        .args(flags)
         .arg(dir)
         .args(ids.iter().map(u32::to_string))
         .output()
@@ -143,8 +151,16 @@ fn reference_logits(dir: &Path, ids: &[u32]) -> Option<Vec<f32>> {
         panic!("gpt2_reference.py failed: {err}");
     }
     let text = String::from_utf8(out.stdout).unwrap();
-    let body = text.trim().trim_start_matches('[').trim_end_matches(']');
-    Some(body.split(',').map(|s| s.trim().parse().unwrap()).collect())
+    let parse = |line: &str| -> Vec<f64> {
+        let body = line.trim().trim_start_matches('[').trim_end_matches(']');
+        body.split(',').map(|s| s.trim().parse().unwrap()).collect()
+    };
+    Some(
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(parse)
+            .collect(),
+    )
 }
 
 fn err_text(r: kael_host::Result<Gpt2>) -> String {
@@ -167,6 +183,147 @@ fn logits_match_the_numpy_reference() {
         assert_eq!(logits.shape(), &[IDS.len(), 64], "{name}");
         common::assert_close(&logits.to_vec::<f32>().unwrap(), &want, 1e-4);
     }
+}
+
+#[test]
+fn f64_loading_matches_the_numpy_reference_in_f64() {
+    let dir = tiny_model_dir("ref64");
+    let Some(want) = reference(&dir.0, &IDS, &["--f64"]) else {
+        return;
+    };
+    let opts = LoadOptions {
+        dtype: DType::F64,
+        trainable: false,
+    };
+    for (name, dev) in common::devices() {
+        let model = Gpt2::load_with(&dir.0, &dev, opts).unwrap();
+        assert_eq!(model.dtype(), DType::F64);
+        let logits = model.forward(&IDS).unwrap();
+        assert_eq!(logits.dtype(), DType::F64, "{name}");
+        common::assert_close64(&logits.to_vec::<f64>().unwrap(), &want[0], 1e-10);
+    }
+}
+
+#[test]
+fn hidden_states_match_hugging_face_convention_against_numpy() {
+    let dir = tiny_model_dir("hidden");
+    let cfg = tiny_config();
+    let Some(want) = reference(&dir.0, &IDS, &["--f64", "--hidden"]) else {
+        return;
+    };
+    assert_eq!(
+        want.len(),
+        1 + cfg.n_layer + 1,
+        "logits, then n_layer + 1 states"
+    );
+    let opts = LoadOptions {
+        dtype: DType::F64,
+        trainable: false,
+    };
+    for (_, dev) in common::devices() {
+        let model = Gpt2::load_with(&dir.0, &dev, opts).unwrap();
+        let (logits, hidden) = model.forward_with_hidden_states(&IDS).unwrap();
+        common::assert_close64(&logits.to_vec::<f64>().unwrap(), &want[0], 1e-10);
+        assert_eq!(hidden.len(), cfg.n_layer + 1);
+        for (h, w) in hidden.iter().zip(&want[1..]) {
+            assert_eq!(h.shape(), &[IDS.len(), cfg.n_embd]);
+            common::assert_close64(&h.to_vec::<f64>().unwrap(), w, 1e-10);
+        }
+    }
+    // f32 too
+    let model = Gpt2::load(&dir.0, &Device::cpu()).unwrap();
+    let (_, hidden) = model.forward_with_hidden_states(&IDS).unwrap();
+    let last: Vec<f32> = want[want.len() - 1].iter().map(|&v| v as f32).collect();
+    common::assert_close(&hidden[cfg.n_layer].to_vec::<f32>().unwrap(), &last, 1e-4);
+}
+
+#[test]
+fn a_dtype_other_than_f32_or_f64_is_refused() {
+    let dir = tiny_model_dir("dtype");
+    let opts = LoadOptions {
+        dtype: DType::I32,
+        trainable: false,
+    };
+    let e = Gpt2::load_with(&dir.0, &Device::cpu(), opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("F32 or F64") && e.contains("load_with"), "{e}");
+}
+
+/// Cross-entropy of predicting `IDS[1..]` from `IDS[..n-1]`.
+fn next_token_loss(model: &Gpt2) -> Tensor {
+    let n = IDS.len();
+    let logits = model.forward(&IDS[..n - 1]).unwrap();
+    let targets: Vec<i64> = IDS[1..].iter().map(|&i| i64::from(i)).collect();
+    let t = Tensor::from_slice(&targets, &[n - 1], &model.device()).unwrap();
+    kael_core::nn::cross_entropy(&logits, &t, kael_core::nn::Reduction::Mean, None).unwrap()
+}
+
+#[test]
+fn a_trainable_copy_has_exact_gradients_and_leaves_the_file_alone() {
+    let dir = tiny_model_dir("train");
+    let opts = LoadOptions {
+        dtype: DType::F64,
+        trainable: true,
+    };
+    let model = Gpt2::load_with(&dir.0, &Device::cpu(), opts).unwrap();
+    let params = model.parameters();
+    // wte, wpe, 12 per block, ln_f's 2
+    assert_eq!(params.len(), 2 + 12 * tiny_config().n_layer + 2);
+    assert!(params.iter().all(|p| p.requires_grad() && p.is_leaf()));
+    next_token_loss(&model).backward().unwrap();
+    assert!(params.iter().all(|p| p.grad().is_some()));
+    // central differences on a few entries of three parameters
+    let eps = 1e-6;
+    for (pi, idx) in [(0usize, 3 * 32 + 5), (4, 7), (params.len() - 1, 2)] {
+        let p = &params[pi];
+        let analytic = p
+            .grad()
+            .unwrap()
+            .reshape(&[-1])
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()[idx];
+        let flat = p.detach().unwrap().reshape(&[-1]).unwrap();
+        let at = |delta: f64| {
+            kael_core::autograd::no_grad(|| {
+                let x = flat.narrow(0, idx, 1)?;
+                x.add_scalar_(delta)?;
+                let l = next_token_loss(&model).item::<f64>()?;
+                x.add_scalar_(-delta)?;
+                Ok::<f64, kael_core::Error>(l)
+            })
+            .unwrap()
+        };
+        let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
+        assert!(
+            (numeric - analytic).abs() <= 1e-6 + 1e-5 * analytic.abs(),
+            "param {pi}[{idx}]: analytic {analytic}, numeric {numeric}"
+        );
+    }
+    // one SGD step lowers the loss; the file on disk is unchanged
+    let before = next_token_loss(&model).item::<f64>().unwrap();
+    kael_core::autograd::no_grad(|| {
+        for p in &params {
+            p.sub_(&p.grad().unwrap().mul_scalar(0.5)?)?;
+        }
+        Ok::<(), kael_core::Error>(())
+    })
+    .unwrap();
+    let after = next_token_loss(&model).item::<f64>().unwrap();
+    assert!(after < before, "{after} !< {before}");
+    let cfg = tiny_config();
+    let written = tiny_tensors(&cfg, 42);
+    let original = written.iter().find(|(n, _)| n == "wte.weight").unwrap();
+    let file = kael_host::safetensors_io::load(dir.path("model.safetensors")).unwrap();
+    let on_disk = file.get("wte.weight").unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(on_disk, original.1.to_vec::<f32>().unwrap());
+    let trained = params[0]
+        .to_dtype(DType::F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_ne!(trained, on_disk);
 }
 
 #[test]

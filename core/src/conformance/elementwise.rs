@@ -11,13 +11,15 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 pub(super) const FLOATS: [DType; 4] = [DType::F32, DType::F64, DType::F16, DType::BF16];
-pub(super) const NUMERIC: [DType; 7] = [
+pub(super) const NUMERIC: [DType; 9] = [
     DType::F32,
     DType::F64,
     DType::F16,
     DType::BF16,
     DType::I64,
     DType::I32,
+    DType::I16,
+    DType::I8,
     DType::U8,
 ];
 

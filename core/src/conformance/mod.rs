@@ -146,7 +146,7 @@ impl Family {
 /// use kael_core::conformance::{Family, Options};
 /// let o = Options::default();
 /// assert_eq!(o.families.len(), Family::ALL.len());
-/// assert_eq!(o.dtypes.len(), 8);
+/// assert_eq!(o.dtypes.len(), 10);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Options {

@@ -27,4 +27,4 @@ mod model;
 
 pub use config::{Activation, Gpt2Config};
 pub use generate::{Decode, Sampler, generate};
-pub use model::{Gpt2, Gpt2Block, KvCache};
+pub use model::{Gpt2, Gpt2Block, KvCache, LoadOptions};

@@ -84,11 +84,41 @@ impl core::fmt::Debug for Gpt2 {
     }
 }
 
+/// How [`Gpt2::load_with`] builds the model.
+///
+/// ```
+/// use kael_host::gpt2::LoadOptions;
+/// use kael_core::DType;
+/// let o = LoadOptions { dtype: DType::F64, trainable: true };
+/// assert_eq!(LoadOptions::default().dtype, DType::F32);
+/// # let _ = o;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The weights' dtype: `F32` (the default) or `F64`; weights stored in
+    /// another float dtype are converted.
+    pub dtype: DType,
+    /// Parameters that own their memory and require grad, for fine-tuning
+    /// (see [`Gpt2::parameters`]); otherwise f32 weights on the CPU stay
+    /// zero-copy views of the memory-mapped file.
+    pub trainable: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            dtype: DType::F32,
+            trainable: false,
+        }
+    }
+}
+
 /// Where weights come from, for error messages.
 struct Source<'a> {
     path: PathBuf,
     get: &'a dyn Fn(&str) -> Option<Tensor>,
     prefix: &'static str,
+    opts: LoadOptions,
 }
 
 impl Source<'_> {
@@ -115,14 +145,26 @@ impl Source<'_> {
                 t.shape()
             )));
         }
-        match t.dtype() {
-            DType::F32 => Ok(t),
-            DType::F16 | DType::BF16 | DType::F64 => Ok(t.to_dtype(DType::F32)?),
-            d => Err(self.err(format!(
-                "tensor '{full}' has dtype {d:?}; GPT-2 weights must be floats \
-                 (F32, F16, BF16 or F64)"
-            ))),
+        let t = match t.dtype() {
+            d if d == self.opts.dtype => t,
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64 => t.to_dtype(self.opts.dtype)?,
+            d => {
+                return Err(self.err(format!(
+                    "tensor '{full}' has dtype {d:?}; GPT-2 weights must be floats \
+                     (F32, F16, BF16 or F64)"
+                )));
+            }
+        };
+        self.param(t)
+    }
+
+    /// `t` as a parameter: a leaf that owns its memory and requires grad
+    /// when trainable, `t` itself otherwise.
+    fn param(&self, t: Tensor) -> Result<Tensor> {
+        if !self.opts.trainable {
+            return Ok(t);
         }
+        Ok(t.contiguous()?.deep_clone()?.requires_grad_(true)?)
     }
 
     fn layer_norm(&self, name: &str, c: usize, eps: f64, dev: &Device) -> Result<LayerNorm> {
@@ -132,11 +174,17 @@ impl Source<'_> {
         Ok(ln)
     }
 
-    /// A Conv1D (`weight [in, out]`) as a [`Linear`] over the transposed view.
+    /// A Conv1D (`weight [in, out]`) as a [`Linear`] over the transposed
+    /// view (a transposed copy that is itself the parameter, when trainable).
     fn conv1d(&self, name: &str, n_in: usize, n_out: usize) -> Result<Linear> {
         let w = self.take(&format!("{name}.weight"), &[n_in, n_out])?;
         let b = self.take(&format!("{name}.bias"), &[n_out])?;
-        Ok(Linear::from_weights(w.t()?, Some(b))?)
+        let w = if self.opts.trainable {
+            kael_core::autograd::no_grad(|| w.t()?.contiguous())?.requires_grad_(true)?
+        } else {
+            w.t()?
+        };
+        Ok(Linear::from_weights(w, Some(b))?)
     }
 }
 
@@ -158,6 +206,26 @@ impl Gpt2 {
     /// file; [`Error::Format`] for a bad config, a missing tensor, a wrong
     /// shape or dtype; the loader's errors for a malformed weights file.
     pub fn load(dir: impl AsRef<Path>, device: &Device) -> Result<Self> {
+        Self::load_with(dir, device, LoadOptions::default())
+    }
+
+    /// [`Gpt2::load`] in the dtype `opts` asks for (F32 or F64), and as a
+    /// trainable copy for fine-tuning when `opts.trainable`.
+    ///
+    /// # Errors
+    /// As [`Gpt2::load`]; [`Error::InvalidArgument`] for a dtype other
+    /// than F32 or F64.
+    ///
+    /// ```no_run
+    /// use kael_host::gpt2::{Gpt2, LoadOptions};
+    /// use kael_core::{DType, Device};
+    /// let opts = LoadOptions { dtype: DType::F64, trainable: true };
+    /// let model = Gpt2::load_with("gpt2", &Device::cpu(), opts)?;
+    /// assert!(model.parameters().iter().all(|p| p.requires_grad()));
+    /// # Ok::<(), kael_host::Error>(())
+    /// ```
+    pub fn load_with(dir: impl AsRef<Path>, device: &Device, opts: LoadOptions) -> Result<Self> {
+        check_dtype("Gpt2::load_with", opts.dtype)?;
         let dir = dir.as_ref();
         const FIX: &str = "pass a directory holding model.safetensors and config.json \
                            (a Hugging Face GPT-2 snapshot)";
@@ -177,7 +245,8 @@ impl Gpt2 {
         }
         let config = Gpt2Config::from_file(&dir.join("config.json"))?;
         let file = safetensors_io::load_on(dir.join("model.safetensors"), device)?;
-        Self::from_safetensors(config, &file, device)
+        let get = |name: &str| file.get(name).cloned();
+        Self::from_fn_with(config, file.path(), &get, device, opts)
     }
 
     /// Builds the model from a loaded file (names with or without the
@@ -206,6 +275,21 @@ impl Gpt2 {
         get: &dyn Fn(&str) -> Option<Tensor>,
         device: &Device,
     ) -> Result<Self> {
+        Self::from_fn_with(config, origin, get, device, LoadOptions::default())
+    }
+
+    /// [`Gpt2::from_fn`] with [`LoadOptions`].
+    ///
+    /// # Errors
+    /// As [`Gpt2::from_fn`]; a dtype other than F32 or F64.
+    pub fn from_fn_with(
+        config: Gpt2Config,
+        origin: &Path,
+        get: &dyn Fn(&str) -> Option<Tensor>,
+        device: &Device,
+        opts: LoadOptions,
+    ) -> Result<Self> {
+        check_dtype("Gpt2::from_fn_with", opts.dtype)?;
         let prefix = if get("wte.weight").is_none() && get("transformer.wte.weight").is_some() {
             "transformer."
         } else {
@@ -215,6 +299,7 @@ impl Gpt2 {
             path: origin.to_path_buf(),
             get,
             prefix,
+            opts,
         };
         let (c, eps) = (config.n_embd, config.layer_norm_epsilon);
         let wte = Embedding::from_weights(src.take("wte.weight", &[config.vocab_size, c])?)?;
@@ -388,6 +473,44 @@ impl Gpt2 {
         self.wte.weight.device()
     }
 
+    /// The dtype of the weights.
+    pub fn dtype(&self) -> DType {
+        self.wte.weight.dtype()
+    }
+
+    /// Every parameter once (the tied `wte` included once), in
+    /// [`Gpt2::named_tensors`] order, for an optimizer; they require grad
+    /// when the model was loaded trainable.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        let mut v: Vec<Tensor> = vec![self.wte.weight.clone(), self.wpe.weight.clone()];
+        for b in &self.blocks {
+            for ln in [&b.ln_1, &b.ln_2] {
+                v.extend(ln.weight.iter().cloned());
+                v.extend(ln.bias.iter().cloned());
+            }
+            for l in [&b.c_attn, &b.attn_c_proj, &b.mlp.c_fc, &b.mlp.c_proj] {
+                v.push(l.weight.clone());
+                v.extend(l.bias.iter().cloned());
+            }
+        }
+        v.extend(self.ln_f.weight.iter().cloned());
+        v.extend(self.ln_f.bias.iter().cloned());
+        v
+    }
+
+    /// Logits `[T, vocab_size]` and the hidden states, as Hugging Face's
+    /// `output_hidden_states=True` gives them: `n_layer + 1` tensors
+    /// `[T, n_embd]`, the embeddings, the input of each block after the
+    /// first, and the output of the final norm `ln_f`.
+    ///
+    /// # Errors
+    /// As [`Gpt2::forward`].
+    pub fn forward_with_hidden_states(&self, ids: &[u32]) -> Result<(Tensor, Vec<Tensor>)> {
+        let mut hidden = Vec::with_capacity(self.blocks.len() + 1);
+        let logits = self.run(ids, &mut KvCache::new(), false, Some(&mut hidden))?;
+        Ok((logits, hidden))
+    }
+
     /// Logits `[T, vocab_size]` for every position of `ids` (no cache).
     ///
     /// # Errors
@@ -403,7 +526,7 @@ impl Gpt2 {
     /// [`Error::InvalidArgument`] for no ids, an id `>= vocab_size`, or more
     /// positions than `n_positions`; tensor errors.
     pub fn forward_with_cache(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
-        self.run(ids, cache, false)
+        self.run(ids, cache, false, None)
     }
 
     /// Like [`Gpt2::forward_with_cache`], but the logits `[vocab_size]` of
@@ -413,10 +536,16 @@ impl Gpt2 {
     /// # Errors
     /// As [`Gpt2::forward_with_cache`].
     pub fn next_logits(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
-        Ok(self.run(ids, cache, true)?.select(0, 0)?)
+        Ok(self.run(ids, cache, true, None)?.select(0, 0)?)
     }
 
-    fn run(&self, ids: &[u32], cache: &mut KvCache, last_only: bool) -> Result<Tensor> {
+    fn run(
+        &self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        last_only: bool,
+        mut hidden: Option<&mut Vec<Tensor>>,
+    ) -> Result<Tensor> {
         const OP: &str = "Gpt2::forward";
         let cfg = &self.config;
         let (t, past) = (ids.len(), cache.len);
@@ -468,8 +597,8 @@ impl Gpt2 {
             // key j is open to query i (absolute position past + i) when j <= past + i
             let q = Tensor::arange(past as i64, s as i64, &dev)?.unsqueeze(1)?;
             let k = Tensor::arange(0i64, s as i64, &dev)?.unsqueeze(0)?;
-            let zero = Tensor::full(&[], 0.0, DType::F32, &dev)?;
-            let neg = Tensor::full(&[], f64::NEG_INFINITY, DType::F32, &dev)?;
+            let zero = Tensor::full(&[], 0.0, self.dtype(), &dev)?;
+            let neg = Tensor::full(&[], f64::NEG_INFINITY, self.dtype(), &dev)?;
             Some(k.le(&q)?.where_cond(&zero, &neg)?)
         } else {
             None // one new query sees every cached key
@@ -480,6 +609,9 @@ impl Gpt2 {
         let scale = 1.0 / (hd as f64).sqrt();
         let mut new_kv = Vec::with_capacity(self.blocks.len());
         for (block, slot) in self.blocks.iter().zip(&cache.layers) {
+            if let Some(h) = hidden.as_deref_mut() {
+                h.push(x.clone());
+            }
             let a = block.ln_1.forward(&x)?;
             // [T, 3C] -> [T, 3, H, hd] -> [3, H, T, hd]
             let qkv = block
@@ -515,6 +647,19 @@ impl Gpt2 {
             x = x.narrow(0, t - 1, 1)?;
         }
         let x = self.ln_f.forward(&x)?;
+        if let Some(h) = hidden {
+            h.push(x.clone());
+        }
         Ok(x.mm(&self.wte.weight.t()?)?)
     }
+}
+
+fn check_dtype(op: &'static str, dtype: DType) -> Result<()> {
+    if matches!(dtype, DType::F32 | DType::F64) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        reason: format!("GPT-2 loads in F32 or F64, not {dtype:?}; pass one of those"),
+    })
 }
