@@ -397,7 +397,6 @@ fn table() -> Vec<(&'static str, Bad, &'static str, Run)> {
         "mean_dim", Dim, "dim 2" => |f| f.a.mean_dim(2, false);
         "mean_all", DType, "i32" => |f| f.i32a.mean_all();
         "prod_dim", Dim, "dim 2" => |f| f.a.prod_dim(2, false);
-        "prod_dim", Other, "with autograd (no backward)" => |f| f.leaf.prod_dim(0, false);
         "max_dim", Dim, "dim 2" => |f| f.a.max_dim(2, false);
         "max_dim", Bounds, "empty dim" => |f| f.e.max_dim(0, false);
         "max_dim", DType, "bool" => |f| f.m.max_dim(0, false);

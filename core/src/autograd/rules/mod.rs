@@ -181,13 +181,29 @@ pub enum Rule {
         /// other's shape.
         other_shape: Dims,
     },
+    /// prod along one dim, correct with zeros in the input (PyTorch's rule:
+    /// `g * prod / x` without zeros; the product of the others at a single
+    /// zero; nothing with two zeros or more).
+    Prod {
+        /// The reduced dim (`None` for a rank-0 input: the identity).
+        dim: Option<usize>,
+        /// The input.
+        x: SavedTensor,
+        /// Keepdim shape of the output.
+        keep_shape: Dims,
+    },
+    /// In-place elementwise unary op (inputs: old self), with the op's own
+    /// gradient formula.
+    InplaceUnary {
+        /// The op.
+        op: UnaryOp,
+        /// The value of self before the op, when the formula needs it.
+        x: Option<Tensor>,
+        /// self after the op, when the formula needs it.
+        out: Option<SavedTensor>,
+    },
     /// In-place fill/zero (inputs: old self): no gradient to the old value.
     InplaceFill,
-    /// In-place clamp (inputs: old self) with the pass-through mask.
-    InplaceMask {
-        /// 1 where the gradient passes, else 0.
-        mask: Tensor,
-    },
     /// In-place copy (inputs: old self, src).
     InplaceCopy {
         /// Source shape.
@@ -274,8 +290,9 @@ impl Rule {
                 BinaryOp::Mul => "MulBackward_",
                 _ => "DivBackward_",
             },
+            Rule::Prod { .. } => "ProdBackward",
+            Rule::InplaceUnary { op, .. } => op.backward_name(),
             Rule::InplaceFill => "FillBackward_",
-            Rule::InplaceMask { .. } => "ClampBackward_",
             Rule::InplaceCopy { .. } => "CopyBackward_",
         }
     }
@@ -310,6 +327,8 @@ impl Rule {
                 push(other);
                 push(out);
             }
+            Rule::Prod { x, .. } => push(Some(x)),
+            Rule::InplaceUnary { out, .. } => push(out),
             _ => {}
         }
     }
@@ -487,8 +506,24 @@ impl Rule {
                 };
                 vec![Some(gs), Some(sum_to(&go, other_shape)?)]
             }
+            Rule::Prod { dim, x, keep_shape } => {
+                let x = x.unpack(node)?;
+                let g = g.reshape(keep_shape)?;
+                let Some(d) = *dim else {
+                    return Ok(vec![Some(g.reshape(x.shape())?)]);
+                };
+                vec![Some(prod_backward(&g, &x, d)?)]
+            }
+            Rule::InplaceUnary { op, x, out } => {
+                let old = || {
+                    x.clone().ok_or(Error::Autograd {
+                        op: node.name,
+                        reason: "internal: a saved tensor is missing; please report this",
+                    })
+                };
+                vec![Some(op.backward(g, &old, &|| need(out, node))?)]
+            }
             Rule::InplaceFill => vec![Some(g.mul_scalar(0.0)?)],
-            Rule::InplaceMask { mask } => vec![Some(g.mul(mask)?)],
             Rule::InplaceCopy {
                 src_shape,
                 src_dtype,
@@ -501,6 +536,26 @@ impl Rule {
             }
         })
     }
+}
+
+/// The gradient of `prod(x, d, keepdim=true)` from its keepdim gradient
+/// `g`, written with differentiable ops (so `create_graph` works), and
+/// correct with zeros in `x`: where a slice has no zero, `g * p / x`;
+/// with one zero, the product of the other elements `p` at the zero and 0
+/// elsewhere; with two zeros or more, 0. `p` is the product of the slice
+/// with its zeros replaced by 1.
+fn prod_backward(g: &Tensor, x: &Tensor, d: usize) -> Result<Tensor> {
+    let zero = x.scalar_like(0.0)?;
+    let is_zero = x.eq(&zero)?;
+    let safe = is_zero.where_cond(&x.scalar_like(1.0)?, x)?;
+    let p = safe.prod_dim(d as isize, true)?;
+    let zeros = is_zero.to_dtype(DType::I64)?.sum(&[d as isize], true)?;
+    let gp = g.mul(&p)?;
+    let none = gp.div(&safe)?;
+    let one = is_zero.where_cond(&gp, &zero)?;
+    let n0 = zeros.eq(&zeros.scalar_like(0.0)?)?;
+    let n1 = zeros.eq(&zeros.scalar_like(1.0)?)?;
+    n0.where_cond(&none, &n1.where_cond(&one, &zero)?)
 }
 
 /// Whether the last two dims of `t` are stored column-major (a transposed
