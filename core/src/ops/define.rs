@@ -214,6 +214,17 @@ macro_rules! unary_table {
                 },)*
             ];
 
+            /// Every in-place unary method with its out-of-place twin,
+            /// called with the row's example arguments.
+            pub const INPLACE_CASES: &'static [$crate::ops::InplaceCase] = &[
+                $($crate::ops::InplaceCase {
+                    op: stringify!($im),
+                    inplace: |x| x.$im($($iex),*),
+                    out_of_place: |x| x.$m($($iex),*),
+                    ints: unary_table!(@has_int $int),
+                },)*
+            ];
+
             /// Every public unary op as the conformance suite and the
             /// gradient checks call it (parametrised ops once per
             /// parameter set worth checking).
