@@ -79,6 +79,26 @@ fn sum_dtype(dtype: DType) -> DType {
     if dtype.is_float() { dtype } else { DType::I64 }
 }
 
+/// The gradient of `prod(x, d, keepdim=true)` from its keepdim gradient
+/// `g`, written with differentiable ops (so `create_graph` works), and
+/// correct with zeros in `x`: where a slice has no zero, `g * p / x`;
+/// with one zero, the product of the other elements `p` at the zero and 0
+/// elsewhere; with two zeros or more, 0. `p` is the product of the slice
+/// with its zeros replaced by 1.
+fn prod_backward(g: &Tensor, x: &Tensor, d: usize) -> Result<Tensor> {
+    let zero = x.scalar_like(0.0)?;
+    let is_zero = x.eq(&zero)?;
+    let safe = is_zero.where_cond(&x.scalar_like(1.0)?, x)?;
+    let p = safe.prod_dim(d as isize, true)?;
+    let zeros = is_zero.to_dtype(DType::I64)?.sum(&[d as isize], true)?;
+    let gp = g.mul(&p)?;
+    let none = gp.div(&safe)?;
+    let one = is_zero.where_cond(&gp, &zero)?;
+    let n0 = zeros.eq(&zeros.scalar_like(0.0)?)?;
+    let n1 = zeros.eq(&zeros.scalar_like(1.0)?)?;
+    n0.where_cond(&none, &n1.where_cond(&one, &zero)?)
+}
+
 impl Tensor {
     /// Runs the `op` kernel over `dims` (resolved) into a new `out_dtype` tensor.
     fn run_reduce(
@@ -447,6 +467,7 @@ impl Tensor {
                 dim: dims.first().copied(),
                 x: SavedTensor::input(self),
                 keep_shape,
+                formula: prod_backward,
             })
         })?;
         Ok(out)

@@ -191,6 +191,11 @@ pub enum Rule {
         x: SavedTensor,
         /// Keepdim shape of the output.
         keep_shape: Dims,
+        /// The formula (`tensor::reduce`), held as a pointer so that only
+        /// images that call `prod` link it (NOTE [Kernel selection]: an
+        /// autograd-using firmware image links every arm of
+        /// [`Rule::backward`]).
+        formula: fn(&Tensor, &Tensor, usize) -> Result<Tensor>,
     },
     /// In-place elementwise unary op (inputs: old self), with the op's own
     /// gradient formula.
@@ -506,13 +511,18 @@ impl Rule {
                 };
                 vec![Some(gs), Some(sum_to(&go, other_shape)?)]
             }
-            Rule::Prod { dim, x, keep_shape } => {
+            Rule::Prod {
+                dim,
+                x,
+                keep_shape,
+                formula,
+            } => {
                 let x = x.unpack(node)?;
                 let g = g.reshape(keep_shape)?;
                 let Some(d) = *dim else {
                     return Ok(vec![Some(g.reshape(x.shape())?)]);
                 };
-                vec![Some(prod_backward(&g, &x, d)?)]
+                vec![Some(formula(&g, &x, d)?)]
             }
             Rule::InplaceUnary { op, x, out } => {
                 let old = || {
@@ -536,26 +546,6 @@ impl Rule {
             }
         })
     }
-}
-
-/// The gradient of `prod(x, d, keepdim=true)` from its keepdim gradient
-/// `g`, written with differentiable ops (so `create_graph` works), and
-/// correct with zeros in `x`: where a slice has no zero, `g * p / x`;
-/// with one zero, the product of the other elements `p` at the zero and 0
-/// elsewhere; with two zeros or more, 0. `p` is the product of the slice
-/// with its zeros replaced by 1.
-fn prod_backward(g: &Tensor, x: &Tensor, d: usize) -> Result<Tensor> {
-    let zero = x.scalar_like(0.0)?;
-    let is_zero = x.eq(&zero)?;
-    let safe = is_zero.where_cond(&x.scalar_like(1.0)?, x)?;
-    let p = safe.prod_dim(d as isize, true)?;
-    let zeros = is_zero.to_dtype(DType::I64)?.sum(&[d as isize], true)?;
-    let gp = g.mul(&p)?;
-    let none = gp.div(&safe)?;
-    let one = is_zero.where_cond(&gp, &zero)?;
-    let n0 = zeros.eq(&zeros.scalar_like(0.0)?)?;
-    let n1 = zeros.eq(&zeros.scalar_like(1.0)?)?;
-    n0.where_cond(&none, &n1.where_cond(&one, &zero)?)
 }
 
 /// Whether the last two dims of `t` are stored column-major (a transposed
