@@ -140,8 +140,8 @@ fn options_select_families_and_dtypes() {
             ..Default::default()
         },
     );
-    // seven numeric dtypes
-    assert_eq!(all.checks, 7 * report.checks);
+    // nine numeric dtypes
+    assert_eq!(all.checks, 9 * report.checks);
 }
 
 // ------------------------------------------------------ broken backends

@@ -30,6 +30,8 @@ fn as_f64(t: &Tensor) -> Result<Vec<f64>> {
         DType::BF16 => conv::<bf16>(t),
         DType::I64 => conv::<i64>(t),
         DType::I32 => conv::<i32>(t),
+        DType::I16 => conv::<i16>(t),
+        DType::I8 => conv::<i8>(t),
         DType::U8 => conv::<u8>(t),
         DType::Bool => conv::<bool>(t),
     }

@@ -284,6 +284,7 @@ fn reduction(a: &Arg) -> Reduction {
 fn run_op(c: &Case, x: &[Tensor], dev: &Device) -> Result<Vec<Tensor>> {
     let a = &c.args;
     let one = |t: Result<Tensor>| t.map(|t| vec![t]);
+    let two = |t: Result<(Tensor, Tensor)>| t.map(|(a, b)| vec![a, b]);
     let out_dtype = c.outs.first().map_or(DType::F32, |o| o.dtype);
     match c.op.as_str() {
         "neg" => one(x[0].neg()),
@@ -350,6 +351,34 @@ fn run_op(c: &Case, x: &[Tensor], dev: &Device) -> Result<Vec<Tensor>> {
         "max_all" => one(x[0].max_all()),
         "min_all" => one(x[0].min_all()),
         "prod_dim" => one(x[0].prod_dim(i(&a[0]), b(&a[1]))),
+        "prod_all" => one(x[0].prod_all()),
+        "max_dim_with_indices" => two(x[0].max_dim_with_indices(i(&a[0]), b(&a[1]))),
+        "min_dim_with_indices" => two(x[0].min_dim_with_indices(i(&a[0]), b(&a[1]))),
+        "cumsum" => one(x[0].cumsum(i(&a[0]))),
+        "cumprod" => one(x[0].cumprod(i(&a[0]))),
+        "sort" => two(x[0].sort(i(&a[0]), b(&a[1]))),
+        "argsort" => one(x[0].argsort(i(&a[0]), b(&a[1]))),
+        "topk" => two(x[0].topk(u(&a[0]), i(&a[1]), b(&a[2]), b(&a[3]))),
+        "norm" => one(x[0].norm(f(&a[0]), &l(&a[1]), b(&a[2]))),
+        "nonzero" => one(x[0].nonzero()),
+        "scatter" => one(x[0].scatter(i(&a[0]), &x[1], &x[2])),
+        "scatter_value" => one(x[0].scatter_value(i(&a[0]), &x[1], f(&a[1]))),
+        op if op.starts_with("inplace:") => {
+            let y = x[0].mul_scalar(1.0)?;
+            match &op["inplace:".len()..] {
+                "exp_" => y.exp_()?,
+                "relu_" => y.relu_()?,
+                "sigmoid_" => y.sigmoid_()?,
+                "tanh_" => y.tanh_()?,
+                "neg_" => y.neg_()?,
+                "sqrt_" => y.sqrt_()?,
+                "clamp_" => y.clamp_(of(&a[0]), of(&a[1]))?,
+                "leaky_relu_" => y.leaky_relu_(f(&a[0]))?,
+                "powf_" => y.powf_(f(&a[0]))?,
+                other => panic!("no in-place mapping for {other}"),
+            }
+            Ok(vec![y])
+        }
         "softmax" => one(x[0].softmax(i(&a[0]))),
         "log_softmax" => one(x[0].log_softmax(i(&a[0]))),
         "logsumexp" => one(x[0].logsumexp(i(&a[0]), b(&a[1]))),

@@ -12,6 +12,7 @@ macro_rules! unary_table {
             $(cuda_args: ($p0:expr, $p1:expr, $fl:expr),)?
             grad: [$($save:ident)*] |$g:ident, $x:ident, $y:ident| $ge:expr,
             backward: $bname:literal,
+            inplace: $im:ident($($iex:expr),*),
             method: $mvis:vis fn $m:ident($($arg:ident: $aty:ty),*) $(check $chk:expr;)? => $mk:expr,
             example: $ex:literal,
             check: [$(($cargs:literal, $cdom:ident, $cints:literal, $csmooth:literal, $cf:expr)),* $(,)?],
@@ -213,6 +214,17 @@ macro_rules! unary_table {
                 },)*
             ];
 
+            /// Every in-place unary method with its out-of-place twin,
+            /// called with the row's example arguments.
+            pub const INPLACE_CASES: &'static [$crate::ops::InplaceCase] = &[
+                $($crate::ops::InplaceCase {
+                    op: stringify!($im),
+                    inplace: |x| x.$im($($iex),*),
+                    out_of_place: |x| x.$m($($iex),*),
+                    ints: unary_table!(@has_int $int),
+                },)*
+            ];
+
             /// Every public unary op as the conformance suite and the
             /// gradient checks call it (parametrised ops once per
             /// parameter set worth checking).
@@ -247,6 +259,34 @@ macro_rules! unary_table {
                 $mvis fn $m(&self $(, $arg: $aty)*) -> $crate::Result<$crate::Tensor> {
                     $($chk?;)?
                     self.unary_op($mk)
+                }
+
+                #[doc = concat!("In place: `self = self.", stringify!($m), "(..)` (PyTorch's `", stringify!($im), "`), generated from the same row as [`Tensor::", stringify!($m), "`].")]
+                ///
+                /// The storage version is bumped once. With autograd, the
+                /// gradient is the op's own formula (the input it needs is
+                /// saved before the write); a leaf that requires grad is
+                /// refused while grad mode is on, as in PyTorch.
+                ///
+                /// # Errors
+                /// As the out-of-place method, naming this one;
+                /// [`Error::InternalOverlap`](crate::Error::InternalOverlap)
+                /// for an expanded destination;
+                /// [`Error::Autograd`](crate::Error::Autograd) for a leaf
+                /// that requires grad. On error `self` is unchanged.
+                ///
+                /// ```
+                /// use kael_core::{Device, Tensor};
+                /// let x = Tensor::from_slice(&[-1.0f32, 0.5, 2.0], &[3], &Device::cpu())?;
+                #[doc = concat!("let want = x.", stringify!($m), "(", $(stringify!($iex), ", ",)* ")?;")]
+                #[doc = concat!("x.", stringify!($im), "(", $(stringify!($iex), ", ",)* ")?;")]
+                /// assert_eq!(format!("{:?}", x.to_vec::<f32>()?), format!("{:?}", want.to_vec::<f32>()?));
+                /// assert_eq!(x.version(), 1);
+                /// # Ok::<(), kael_core::Error>(())
+                /// ```
+                $mvis fn $im(&self $(, $arg: $aty)*) -> $crate::Result<()> {
+                    $($chk.map_err(|e| e.renamed(stringify!($im)))?;)?
+                    self.unary_($mk, stringify!($im))
                 }
             )*
         }

@@ -188,6 +188,21 @@ pub struct UnaryCase {
     pub smooth: bool,
 }
 
+/// One in-place unary method with its out-of-place twin, both called with
+/// the row's example arguments (generated from the unary table, so a test
+/// can compare every in-place method with its op).
+#[derive(Clone, Copy)]
+pub struct InplaceCase {
+    /// The in-place method's name (`exp_`).
+    pub op: &'static str,
+    /// The in-place call.
+    pub inplace: fn(&crate::Tensor) -> crate::Result<()>,
+    /// The out-of-place call with the same arguments.
+    pub out_of_place: fn(&crate::Tensor) -> crate::Result<crate::Tensor>,
+    /// Whether the op accepts integer dtypes too.
+    pub ints: bool,
+}
+
 /// One conformance case of a binary op.
 #[derive(Clone, Copy)]
 pub struct BinaryCase {

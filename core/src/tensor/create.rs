@@ -185,7 +185,8 @@ impl Tensor {
     /// ```
     pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
         let t = Tensor::alloc(shape, dtype, device)?;
-        if value != 0.0 {
+        // -0.0 == 0.0, but its bytes are not zero: it is filled too
+        if value != 0.0 || value.is_sign_negative() {
             t.with_src(|d| device.backend().fill(d, value))?;
         }
         Ok(t)

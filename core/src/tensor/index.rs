@@ -1,5 +1,5 @@
 //! Joining and indexing: `cat`, `stack`, `index_select`, `gather`,
-//! `index_add`, `scatter_add`, `embedding`.
+//! `index_add`, `scatter_add`, `scatter`, `scatter_value`, `embedding`.
 //!
 //! Index tensors are `I64` or `I32` (any strides). Index *values* are
 //! checked by the kernels before anything is written; negative indices are
@@ -406,25 +406,7 @@ impl Tensor {
         check_index(OP, self, index)?;
         self.same_device(OP, src)?;
         self.same_dtype(OP, src)?;
-        let d = resolve_dim(OP, dim, self.rank())?;
-        for t in [index, src] {
-            if t.rank() != self.rank() {
-                return Err(Error::RankMismatch {
-                    op: OP,
-                    expected: "equal to the input's (index and src must have as many dims as the input)",
-                    got: t.rank(),
-                });
-            }
-        }
-        let fits = (0..self.rank()).all(|i| {
-            index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= self.shape()[i])
-        });
-        if !fits {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                reason: "index.size(d) must not exceed src.size(d) for every d, nor input.size(d) for d other than dim; narrow the index",
-            });
-        }
+        let d = self.scatter_shapes(OP, dim, index, src)?;
         let out = autograd::no_grad(|| self.deep_clone())?;
         let dev = self.device();
         out.with_src(|o| {
@@ -437,6 +419,192 @@ impl Tensor {
             })
         })?;
         Ok(out)
+    }
+
+    /// The shape checks scatter_add and scatter share: one rank, `index`
+    /// no larger than `src` anywhere nor than `self` off `dim`; the dim.
+    fn scatter_shapes(
+        &self,
+        op: &'static str,
+        dim: isize,
+        index: &Tensor,
+        src: &Tensor,
+    ) -> Result<usize> {
+        let d = resolve_dim(op, dim, self.rank())?;
+        for t in [index, src] {
+            if t.rank() != self.rank() {
+                return Err(Error::RankMismatch {
+                    op,
+                    expected: "equal to the input's (index and src must have as many dims as the input)",
+                    got: t.rank(),
+                });
+            }
+        }
+        let fits = (0..self.rank()).all(|i| {
+            index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= self.shape()[i])
+        });
+        if !fits {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "index.size(d) must not exceed src.size(d) for every d, nor input.size(d) for d other than dim; narrow the index",
+            });
+        }
+        Ok(d)
+    }
+
+    /// Out-of-place PyTorch `scatter` with a tensor source: a copy of
+    /// `self` where, for every position `p` of `index`, the element at `p`
+    /// with `dim` replaced by `index[p]` is set to `src[p]`. Shapes as
+    /// [`Tensor::scatter_add`].
+    ///
+    /// Duplicate targets: PyTorch leaves the result unspecified; here the
+    /// last write in `index`'s row-major order wins, deterministically, on
+    /// every device. Differentiable in `self` (the gradient with the
+    /// written positions zeroed) and `src` (`grad.gather(dim, index)` at
+    /// the winning writes, 0 at overwritten ones, so it is consistent with
+    /// the forward; PyTorch's gradient is defined only for unique
+    /// indices, where the two agree).
+    ///
+    /// The index values are read on the host (one readback for a device
+    /// tensor) to validate them and find the winning writes; the rest runs
+    /// on the device as `scatter_add` and `where`, so no backend method is
+    /// added.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index value outside
+    /// `0..size(dim)` (negative ones too); [`Error::RankMismatch`],
+    /// [`Error::InvalidArgument`] for shapes as in
+    /// [`Tensor::scatter_add`]; [`Error::UnsupportedDType`] for
+    /// non-integer indices; [`Error::DimOutOfRange`]; dtype or device
+    /// mismatch. `self` is never modified.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let dev = Device::cpu();
+    /// let x = Tensor::zeros(&[2, 3], kael_core::DType::F32, &dev)?;
+    /// let i = Tensor::from_slice(&[2i64, 0, 1, 1], &[2, 2], &dev)?;
+    /// let s = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &dev)?;
+    /// let y = x.scatter(1, &i, &s)?;
+    /// // row 1 writes 3 then 4 to column 1: the last write wins
+    /// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 0.0, 1.0, 0.0, 4.0, 0.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn scatter(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        const OP: &str = "scatter";
+        check_index(OP, self, index)?;
+        self.same_device(OP, src)?;
+        self.same_dtype(OP, src)?;
+        self.scatter_impl(OP, dim, index, src)
+    }
+
+    /// Out-of-place PyTorch `scatter` with a scalar: a copy of `self` with
+    /// `value` (converted to the dtype) at every position `index` names
+    /// along `dim`. Differentiable in `self` (the gradient with the
+    /// written positions zeroed).
+    ///
+    /// # Errors
+    /// As [`Tensor::scatter`], and [`Error::InvalidArgument`] for an index
+    /// larger than `self` off `dim`.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let dev = Device::cpu();
+    /// let x = Tensor::arange(0i64, 4, &dev)?;
+    /// let i = Tensor::from_slice(&[3i64, 0], &[2], &dev)?;
+    /// assert_eq!(x.scatter_value(0, &i, -1.0)?.to_vec::<i64>()?, vec![-1, 1, 2, -1]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn scatter_value(&self, dim: isize, index: &Tensor, value: f64) -> Result<Tensor> {
+        const OP: &str = "scatter_value";
+        check_index(OP, self, index)?;
+        let src = autograd::no_grad(|| self.scalar_like(value)?.expand(index.shape()))
+            .map_err(|e| e.renamed(OP))?;
+        self.scatter_impl(OP, dim, index, &src)
+    }
+
+    fn scatter_impl(
+        &self,
+        op: &'static str,
+        dim: isize,
+        index: &Tensor,
+        src: &Tensor,
+    ) -> Result<Tensor> {
+        let d = self.scatter_shapes(op, dim, index, src)?;
+        let size = self.shape()[d];
+        let ix = autograd::no_grad(|| index.to_dtype(DType::I64)?.to_vec::<i64>())
+            .map_err(|e| e.renamed(op))?;
+        if let Some(&bad) = ix.iter().find(|&&v| v < 0 || v as u64 >= size as u64) {
+            return Err(Error::IndexOutOfRange {
+                op,
+                index: bad,
+                size,
+            });
+        }
+        // the last write to each target wins: walk each line along `dim`
+        // backwards and keep the first occurrence of every index value
+        let ishape = index.shape();
+        let outer: usize = ishape[..d].iter().product();
+        let inner: usize = ishape[d + 1..].iter().product();
+        let m = ishape[d];
+        let mut wins = Vec::new();
+        let mut seen = Vec::new();
+        wins.try_reserve_exact(ix.len())
+            .and_then(|_| seen.try_reserve_exact(size))
+            .map_err(|_| Error::OutOfMemory {
+                requested: ix.len().saturating_add(size),
+                available: None,
+            })?;
+        wins.resize(ix.len(), false);
+        seen.resize(size, false);
+        let mut touched = Vec::new();
+        for o in 0..outer {
+            for i in 0..inner {
+                for j in (0..m).rev() {
+                    let at = (o * m + j) * inner + i;
+                    let v = ix[at] as usize;
+                    if !seen[v] {
+                        seen[v] = true;
+                        wins[at] = true;
+                        touched.push(v);
+                    }
+                }
+                for v in touched.drain(..) {
+                    seen[v] = false;
+                }
+            }
+        }
+        let run = || -> Result<Tensor> {
+            let dev = self.device();
+            // scatter_add refuses bool: work in u8 and convert back
+            let (x, s) = if self.dtype() == DType::Bool {
+                (self.to_dtype(DType::U8)?, src.to_dtype(DType::U8)?)
+            } else {
+                (self.clone(), src.clone())
+            };
+            let win = Tensor::from_slice(&wins, ishape, &dev)?;
+            let mut s_part = s;
+            for (k, &n) in ishape.iter().enumerate() {
+                if s_part.shape()[k] != n {
+                    s_part = s_part.narrow(k as isize, 0, n)?;
+                }
+            }
+            let picked = win.where_cond(&s_part, &s_part.scalar_like(0.0)?)?;
+            let written = autograd::no_grad(|| {
+                Tensor::zeros(x.shape(), DType::I64, &dev)?
+                    .scatter_add(d as isize, index, &win.to_dtype(DType::I64)?)?
+                    .gt(&Tensor::scalar(0i64, &dev)?)
+            })?;
+            // -0.0 + v is v for every v (0.0 + -0.0 would lose the sign)
+            let base = Tensor::full(x.shape(), -0.0, x.dtype(), &dev)?;
+            let placed = base.scatter_add(d as isize, index, &picked)?;
+            let out = written.where_cond(&placed, &x)?;
+            if self.dtype() == DType::Bool {
+                out.to_dtype(DType::Bool)
+            } else {
+                Ok(out)
+            }
+        };
+        run().map_err(|e| e.renamed(op))
     }
 
     /// Looks up rows of `weight` (`[num, dim]`) by `ids` (any shape, `I64`

@@ -18,7 +18,7 @@
 //! 5. Checks run before any write: a refused op leaves the tensor unchanged.
 
 use super::Tensor;
-use super::ops::{check_binary_dtype, check_clamp};
+use super::ops::check_binary_dtype;
 use crate::autograd::{self, SavedTensor, rules::Rule};
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::error::{ErrShape, Error, Result};
@@ -113,32 +113,39 @@ impl Tensor {
         Ok(())
     }
 
-    fn unary_(&self, op: UnaryOp) -> Result<()> {
-        self.dtype().require_numeric(op.name())?;
+    /// `self = op(self)`, for the in-place methods the unary op table
+    /// generates; errors name `name`, the method the user called.
+    pub(crate) fn unary_(&self, op: UnaryOp, name: &'static str) -> Result<()> {
+        self.dtype().require_numeric(name)?;
         if !op.works_on_ints() {
-            self.dtype().require_float(op.name())?;
+            self.dtype().require_float(name)?;
         }
-        self.check_writable(op.name())?;
-        self.check_inplace_autograd(op.name())?;
+        self.check_writable(name)?;
+        self.check_inplace_autograd(name)?;
         let record = autograd::needs_record(&[self]);
         let old_edge = if record {
             autograd::grad_edge(self)
         } else {
             None
         };
-        let mask = if record {
-            Some(autograd::no_grad(|| match op {
-                UnaryOp::Clamp(lo, hi) => crate::ops::unary::clamp_pass_mask(self, lo, hi),
-                _ => self.unary_op(op)?.eq(self)?.to_dtype(self.dtype()),
-            })?)
+        let (save_x, save_y) = op.saves();
+        let old = if record && save_x {
+            Some(autograd::no_grad(|| self.deep_clone())?)
         } else {
             None
         };
         let dev = self.device();
-        self.with_src(|d| dev.backend().unary(op, d, d))?;
+        self.with_src(|d| dev.backend().unary(op, d, d))
+            .map_err(|e| e.renamed(name))?;
         self.storage().bump_version();
-        if let Some(mask) = mask {
-            autograd::record_inplace(self, old_edge, &[], Rule::InplaceMask { mask });
+        if record {
+            let out = if save_y {
+                Some(SavedTensor::output(self)?)
+            } else {
+                None
+            };
+            let rule = Rule::InplaceUnary { op, x: old, out };
+            autograd::record_inplace(self, old_edge, &[], rule);
         }
         Ok(())
     }
@@ -322,22 +329,5 @@ impl Tensor {
             autograd::record_inplace(self, old_edge, &[&original], rule);
         }
         Ok(())
-    }
-
-    /// Clamps in place.
-    ///
-    /// # Errors
-    /// As [`Tensor::fill_`]; `min > max`; bool dtype.
-    ///
-    /// ```
-    /// use kael_core::{Device, Tensor};
-    /// let x = Tensor::from_slice(&[-1.0f32, 0.5, 2.0], &[3], &Device::cpu())?;
-    /// x.clamp_(Some(0.0), Some(1.0))?;
-    /// assert_eq!(x.to_vec::<f32>()?, vec![0.0, 0.5, 1.0]);
-    /// # Ok::<(), kael_core::Error>(())
-    /// ```
-    pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
-        check_clamp(min, max)?;
-        self.unary_(UnaryOp::Clamp(min, max))
     }
 }

@@ -33,6 +33,7 @@ mod rearrange;
 mod reduce;
 mod reinterpret;
 mod scalar_ops;
+mod search;
 mod split;
 mod stats;
 mod view;

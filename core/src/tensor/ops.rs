@@ -207,10 +207,6 @@ impl Tensor {
     }
 }
 
-pub(crate) fn check_clamp(min: Option<f64>, max: Option<f64>) -> Result<()> {
-    crate::ops::scalar::check_bounds("clamp", min, max)
-}
-
 // ------------------------------------------------------------ operators
 
 macro_rules! binop_overload {

@@ -23,7 +23,7 @@ const EMPTY_DIM: &str = "cannot reduce a dimension of size 0: the operation has 
 
 /// Resolves `dims` against `rank`: negatives from the end, empty means all,
 /// duplicates refused; on a rank-0 tensor 0 and -1 name "no dim".
-fn resolve_dims(op: &'static str, dims: &[isize], rank: usize) -> Result<DimSet> {
+pub(super) fn resolve_dims(op: &'static str, dims: &[isize], rank: usize) -> Result<DimSet> {
     let mut seen = [false; MAX_RANK];
     if dims.is_empty() {
         seen[..rank].fill(true);
@@ -79,6 +79,26 @@ fn sum_dtype(dtype: DType) -> DType {
     if dtype.is_float() { dtype } else { DType::I64 }
 }
 
+/// The gradient of `prod(x, d, keepdim=true)` from its keepdim gradient
+/// `g`, written with differentiable ops (so `create_graph` works), and
+/// correct with zeros in `x`: where a slice has no zero, `g * p / x`;
+/// with one zero, the product of the other elements `p` at the zero and 0
+/// elsewhere; with two zeros or more, 0. `p` is the product of the slice
+/// with its zeros replaced by 1.
+fn prod_backward(g: &Tensor, x: &Tensor, d: usize) -> Result<Tensor> {
+    let zero = x.scalar_like(0.0)?;
+    let is_zero = x.eq(&zero)?;
+    let safe = is_zero.where_cond(&x.scalar_like(1.0)?, x)?;
+    let p = safe.prod_dim(d as isize, true)?;
+    let zeros = is_zero.to_dtype(DType::I64)?.sum(&[d as isize], true)?;
+    let gp = g.mul(&p)?;
+    let none = gp.div(&safe)?;
+    let one = is_zero.where_cond(&gp, &zero)?;
+    let n0 = zeros.eq(&zeros.scalar_like(0.0)?)?;
+    let n1 = zeros.eq(&zeros.scalar_like(1.0)?)?;
+    n0.where_cond(&none, &n1.where_cond(&one, &zero)?)
+}
+
 impl Tensor {
     /// Runs the `op` kernel over `dims` (resolved) into a new `out_dtype` tensor.
     fn run_reduce(
@@ -102,6 +122,22 @@ impl Tensor {
             dev.backend().reduce(op, s, dims, d)
         })?;
         Ok(out)
+    }
+
+    /// The largest (`max`) or smallest values over `dims` (empty: all),
+    /// not recorded for autograd (callers build the gradient themselves).
+    pub(super) fn extreme_values(
+        &self,
+        op: &'static str,
+        max: bool,
+        dims: &[isize],
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        self.dtype().require_numeric(op)?;
+        let dims = resolve_dims(op, dims, self.rank())?;
+        self.refuse_empty_dims(op, &dims)?;
+        let red = if max { ReduceOp::Max } else { ReduceOp::Min };
+        self.run_reduce(red, &dims, keepdim, self.dtype())
     }
 
     /// Errors when one of `dims` has size 0 (max/min/argmax/argmin).
@@ -171,18 +207,38 @@ impl Tensor {
         self.refuse_empty_dims(op, &dims)?;
         let out = self.run_reduce(red, &dims, keepdim, self.dtype())?;
         if autograd::needs_record(&[self]) {
-            let along = if matches!(op, "max_dim" | "min_dim") && self.rank() > 0 {
-                Some((
-                    dims[0] as isize,
-                    reduced_shapes(self.shape(), &dims, true)?.0,
-                ))
+            let with_indices = matches!(op, "max_dim_with_indices" | "min_dim_with_indices");
+            let rule = if with_indices && self.rank() > 0 {
+                // max(dim)'s values: the gradient goes to the returned index.
+                let arg = if red == ReduceOp::Max {
+                    ArgReduceOp::ArgMax
+                } else {
+                    ArgReduceOp::ArgMin
+                };
+                let indices = self.arg_impl(op, arg, dims[0] as isize, true)?;
+                let (keep_shape, _) = reduced_shapes(self.shape(), &dims, true)?;
+                Rule::IndexReduce {
+                    dim: dims[0],
+                    indices,
+                    keep_shape,
+                    input_shape: self.dims().clone(),
+                }
             } else {
-                None
-            };
-            let rule = Rule::AllReduce {
-                x: SavedTensor::input(self),
-                out: SavedTensor::output(&out)?,
-                along,
+                // amax/amin (max_dim, min_dim) and max_all/min_all: ties
+                // split the gradient evenly, as PyTorch.
+                let along = if matches!(op, "max_dim" | "min_dim") && self.rank() > 0 {
+                    Some((
+                        dims[0] as isize,
+                        reduced_shapes(self.shape(), &dims, true)?.0,
+                    ))
+                } else {
+                    None
+                };
+                Rule::AllReduce {
+                    x: SavedTensor::input(self),
+                    out: SavedTensor::output(&out)?,
+                    along,
+                }
             };
             autograd::record(&out, &[self], || Ok(rule))?;
         }
@@ -374,7 +430,10 @@ impl Tensor {
     }
 
     /// Product over one dim (1 over an empty dim); integers multiply into
-    /// `I64` (wrapping).
+    /// `I64` (wrapping). Differentiable, with zeros in the input too: the
+    /// gradient of an element is the product of the others (PyTorch's
+    /// rule), so a slice with one zero sends its gradient to the zero only
+    /// and a slice with two zeros sends none.
     ///
     /// # Errors
     /// [`Error::DimOutOfRange`]; [`Error::UnsupportedDType`] for bool.
@@ -383,19 +442,50 @@ impl Tensor {
     /// use kael_core::{Device, Tensor};
     /// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &Device::cpu())?;
     /// assert_eq!(x.prod_dim(0, false)?.to_vec::<f32>()?, vec![3.0, 8.0]);
+    /// let w = Tensor::from_slice(&[2.0f64, 0.0, 5.0], &[3], &Device::cpu())?.requires_grad_(true)?;
+    /// w.prod_dim(0, false)?.backward()?;
+    /// assert_eq!(w.grad().unwrap().to_vec::<f64>()?, vec![0.0, 10.0, 0.0]);
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        let op = "prod_dim";
+        self.prod_impl("prod_dim", dim, keepdim)
+    }
+
+    /// Product of every element, as a rank-0 tensor (1 for an empty
+    /// tensor); integers multiply into `I64`. Differentiable as
+    /// [`Tensor::prod_dim`].
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for bool.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.5f32, 2.0, -2.0], &[3], &Device::cpu())?;
+    /// assert_eq!(x.prod_all()?.item::<f32>()?, -6.0);
+    /// assert_eq!(Tensor::from_slice(&[3u8, 5], &[2], &Device::cpu())?.prod_all()?.item::<i64>()?, 15);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn prod_all(&self) -> Result<Tensor> {
+        let op = "prod_all";
         self.dtype().require_numeric(op)?;
-        if autograd::needs_record(&[self]) {
-            return Err(Error::Autograd {
-                op,
-                reason: "prod_dim has no backward yet; use exp(sum(log(x))) for positive inputs, or call it under no_grad",
-            });
-        }
+        let flat = self.reshape(&[self.numel()]).map_err(|e| e.renamed(op))?;
+        flat.prod_impl(op, 0, false)
+    }
+
+    fn prod_impl(&self, op: &'static str, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.dtype().require_numeric(op)?;
         let dims = resolve_dims(op, &[dim], self.rank())?;
-        self.run_reduce(ReduceOp::Prod, &dims, keepdim, sum_dtype(self.dtype()))
+        let out = self.run_reduce(ReduceOp::Prod, &dims, keepdim, sum_dtype(self.dtype()))?;
+        autograd::record(&out, &[self], || {
+            let (keep_shape, _) = reduced_shapes(self.shape(), &dims, true)?;
+            Ok(Rule::Prod {
+                dim: dims.first().copied(),
+                x: SavedTensor::input(self),
+                keep_shape,
+                formula: prod_backward,
+            })
+        })?;
+        Ok(out)
     }
 
     // --------------------------------------------------------- extremes
@@ -430,6 +520,51 @@ impl Tensor {
     /// ```
     pub fn min_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.extreme_impl("min_dim", ReduceOp::Min, &[dim], keepdim)
+    }
+
+    /// Largest value along `dim` and its `I64` index, as PyTorch's
+    /// `torch.max(x, dim, keepdim)` returns them (`values, indices`). NaN
+    /// wins (the index is the first NaN's); of equal largest values the
+    /// first index is given. The gradient flows to the indexed element, as
+    /// for [`Tensor::max_dim`].
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`]; [`Error::InvalidArgument`] when `dim` has
+    /// size 0; [`Error::UnsupportedDType`] for bool.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[1.0f32, 5.0, 3.0, 2.0], &[2, 2], &Device::cpu())?;
+    /// let (values, indices) = x.max_dim_with_indices(1, false)?;
+    /// assert_eq!(values.to_vec::<f32>()?, vec![5.0, 3.0]);
+    /// assert_eq!(indices.to_vec::<i64>()?, vec![1, 0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn max_dim_with_indices(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        const OP: &str = "max_dim_with_indices";
+        let indices = self.arg_impl(OP, ArgReduceOp::ArgMax, dim, keepdim)?;
+        let values = self.extreme_impl(OP, ReduceOp::Max, &[dim], keepdim)?;
+        Ok((values, indices))
+    }
+
+    /// Smallest value along `dim` and its `I64` index (PyTorch's
+    /// `torch.min(x, dim, keepdim)`); NaN wins, ties give the first index.
+    ///
+    /// # Errors
+    /// As [`Tensor::max_dim_with_indices`].
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::from_slice(&[4i64, 2, 9, 2], &[4], &Device::cpu())?;
+    /// let (values, indices) = x.min_dim_with_indices(0, true)?;
+    /// assert_eq!((values.to_vec::<i64>()?, indices.to_vec::<i64>()?), (vec![2], vec![1]));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn min_dim_with_indices(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        const OP: &str = "min_dim_with_indices";
+        let indices = self.arg_impl(OP, ArgReduceOp::ArgMin, dim, keepdim)?;
+        let values = self.extreme_impl(OP, ReduceOp::Min, &[dim], keepdim)?;
+        Ok((values, indices))
     }
 
     /// Largest element, as a rank-0 tensor; NaN wins.

@@ -352,6 +352,52 @@ case("max_dim", [0, False], [values((2, 3), "i64")], lambda x: torch.amax(x, 0))
 case("any", [[1], False], [values((2, 3), "bool")], lambda x: torch.any(x, 1))
 case("all", [[0], True], [values((2, 3), "bool")], lambda x: torch.all(x, 0, keepdim=True))
 
+# Search, cumulative and norm ops.
+for dt in ("f32", "f64"):
+    for dim in (0, -1):
+        case("max_dim_with_indices", [dim, False], [X(dt)], lambda x, d=dim: torch.max(x, d))
+        case("min_dim_with_indices", [dim, True], [X(dt)], lambda x, d=dim: torch.min(x, d, keepdim=True))
+        case("prod_dim", [dim, False], [X(dt)], lambda x, d=dim: torch.prod(x, d))
+        case("cumsum", [dim], [X(dt)], lambda x, d=dim: torch.cumsum(x, d))
+        case("cumprod", [dim], [X(dt)], lambda x, d=dim: torch.cumprod(x, d))
+        for desc in (False, True):
+            case("sort", [dim, desc], [X(dt)], lambda x, d=dim, ds=desc: tuple(torch.sort(x, dim=d, descending=ds, stable=True)))
+            case("argsort", [dim, desc], [X(dt)], lambda x, d=dim, ds=desc: torch.argsort(x, dim=d, descending=ds, stable=True))
+    case("prod_all", [], [X(dt)], torch.prod)
+    for k, largest in ((2, True), (3, False)):
+        case("topk", [k, -1, largest, True], [X(dt)], lambda x, k=k, l=largest: tuple(torch.topk(x, k, -1, l, True)))
+    for p, dims, keep in ((2.0, [], False), (1.0, [1], True), (float("inf"), [-1], False),
+                          (float("-inf"), [0], False), (0.0, [2], False), (3.0, [0, 2], False)):
+        case("norm", [p, dims, keep], [X(dt)],
+             lambda x, p=p, d=dims, k=keep: torch.linalg.vector_norm(x, p, d if d else None, k))
+# Zeros in prod (one and several per slice), ties and NaN in sort.
+case("prod_dim", [1, False], [T([[2.0, 0.0, 3.0], [0.0, 0.0, 4.0], [1.5, 2.0, -1.0]])], lambda x: torch.prod(x, 1))
+case("cumprod", [1], [T([[2.0, 0.0, 3.0, 5.0], [1.0, 2.0, 0.0, 0.0]])], lambda x: torch.cumprod(x, 1))
+case("norm", [2.0, [], False], [T([0.0, 0.0, 0.0])], lambda x: torch.linalg.vector_norm(x))
+case("sort", [0, False], [T([3.0, float("nan"), 1.0, 3.0, -2.0])], lambda x: tuple(torch.sort(x, stable=True)), grad=False)
+case("sort", [0, True], [T([3.0, float("nan"), 1.0, 3.0, -2.0])], lambda x: tuple(torch.sort(x, dim=0, descending=True, stable=True)), grad=False)
+case("max_dim_with_indices", [1, False], [TIE.clone()], lambda x: torch.max(x, 1))
+case("cumsum", [0], [values((5,), "i64")], lambda x: torch.cumsum(x, 0))
+case("cumsum", [1], [values((2, 3), "bool")], lambda x: torch.cumsum(x, 1))
+case("nonzero", [], [T([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])], torch.nonzero)
+case("nonzero", [], [values((3, 4), "bool")], torch.nonzero)
+SI = T([[0, 2], [1, 0]], "i64")
+case("scatter", [1], [values((2, 3), "f32"), SI, values((2, 2), "f32")], lambda x, i, s: x.scatter(1, i, s))
+case("scatter", [0], [values((3, 2), "f64"), T([[2, 0], [0, 1]], "i64"), values((2, 2), "f64")],
+     lambda x, i, s: x.scatter(0, i, s))
+case("scatter_value", [1, -4.0], [values((2, 3), "f32"), SI], lambda x, i: x.scatter(1, i, -4.0))
+# In-place unary ops on a non-leaf: values and gradients through the write.
+for name, args, fn in [("exp_", [], torch.exp_), ("relu_", [], torch.relu_), ("sigmoid_", [], torch.sigmoid_),
+                       ("tanh_", [], torch.tanh_), ("neg_", [], torch.neg_), ("sqrt_", [], torch.sqrt_),
+                       ("clamp_", [-0.5, 0.5], lambda y: y.clamp_(-0.5, 0.5)),
+                       ("leaky_relu_", [0.2], lambda y: torch.nn.functional.leaky_relu_(y, 0.2)),
+                       ("powf_", [3.0], lambda y: y.pow_(3.0))]:
+    def inplace(x, fn=fn):
+        y = x * 1.0
+        fn(y)
+        return y
+    case("inplace:" + name, args, [values((2, 3), "f64", "positive" if name == "sqrt_" else "normal")], inplace)
+
 # ---------------------------------------------------------------------- views
 V = lambda: values((3, 4, 2), "f32")
 case("narrow", [1, 1, 2], [V()], lambda x: x.narrow(1, 1, 2))

@@ -184,13 +184,34 @@ pub enum Rule {
         /// other's shape.
         other_shape: Dims,
     },
+    /// prod along one dim, correct with zeros in the input (PyTorch's rule:
+    /// `g * prod / x` without zeros; the product of the others at a single
+    /// zero; nothing with two zeros or more).
+    Prod {
+        /// The reduced dim (`None` for a rank-0 input: the identity).
+        dim: Option<usize>,
+        /// The input.
+        x: SavedTensor,
+        /// Keepdim shape of the output.
+        keep_shape: Dims,
+        /// The formula (`tensor::reduce`), held as a pointer so that only
+        /// images that call `prod` link it (NOTE [Kernel selection]: an
+        /// autograd-using firmware image links every arm of
+        /// [`Rule::backward`]).
+        formula: fn(&Tensor, &Tensor, usize) -> Result<Tensor>,
+    },
+    /// In-place elementwise unary op (inputs: old self), with the op's own
+    /// gradient formula.
+    InplaceUnary {
+        /// The op.
+        op: UnaryOp,
+        /// The value of self before the op, when the formula needs it.
+        x: Option<Tensor>,
+        /// self after the op, when the formula needs it.
+        out: Option<SavedTensor>,
+    },
     /// In-place fill/zero (inputs: old self): no gradient to the old value.
     InplaceFill,
-    /// In-place clamp (inputs: old self) with the pass-through mask.
-    InplaceMask {
-        /// 1 where the gradient passes, else 0.
-        mask: Tensor,
-    },
     /// An in-place op on a view, recorded on the view's base (PyTorch's
     /// `CopySlices`; inputs: the base's old history, then the in-place
     /// op's other inputs). See NOTE [In-place through views].
@@ -288,8 +309,9 @@ impl Rule {
                 BinaryOp::Mul => "MulBackward_",
                 _ => "DivBackward_",
             },
+            Rule::Prod { .. } => "ProdBackward",
+            Rule::InplaceUnary { op, .. } => op.backward_name(),
             Rule::InplaceFill => "FillBackward_",
-            Rule::InplaceMask { .. } => "ClampBackward_",
             Rule::InplaceCopy { .. } => "CopyBackward_",
             Rule::CopySlices { .. } => "CopySlices",
         }
@@ -317,6 +339,7 @@ impl Rule {
                 ..
             } => old_self.is_some() || other.is_some() || out.is_some(),
             Rule::CopySlices { inner, .. } => inner.saves_tensors(),
+            Rule::InplaceUnary { x, out, .. } => x.is_some() || out.is_some(),
             _ => true,
         }
     }
@@ -352,6 +375,8 @@ impl Rule {
                 push(out);
             }
             Rule::CopySlices { inner, .. } => inner.into_saved_grad_fns(stack),
+            Rule::Prod { x, .. } => push(Some(x)),
+            Rule::InplaceUnary { out, .. } => push(out),
             _ => {}
         }
     }
@@ -533,8 +558,29 @@ impl Rule {
                 };
                 vec![Some(gs), Some(sum_to(&go, other_shape)?)]
             }
+            Rule::Prod {
+                dim,
+                x,
+                keep_shape,
+                formula,
+            } => {
+                let x = x.unpack(node)?;
+                let g = g.reshape(keep_shape)?;
+                let Some(d) = *dim else {
+                    return Ok(vec![Some(g.reshape(x.shape())?)]);
+                };
+                vec![Some(formula(&g, &x, d)?)]
+            }
+            Rule::InplaceUnary { op, x, out } => {
+                let old = || {
+                    x.clone().ok_or(Error::Autograd {
+                        op: node.name,
+                        reason: "internal: a saved tensor is missing; please report this",
+                    })
+                };
+                vec![Some(op.backward(g, &old, &|| need(out, node))?)]
+            }
             Rule::InplaceFill => vec![Some(g.mul_scalar(0.0)?)],
-            Rule::InplaceMask { mask } => vec![Some(g.mul(mask)?)],
             Rule::InplaceCopy {
                 src_shape,
                 src_dtype,
@@ -577,10 +623,13 @@ fn copy_slices_backward(
         reason,
     };
     if crate::autograd::is_grad_enabled()
-        && matches!(inner, Rule::InplaceBinary { out: Some(_), .. })
+        && matches!(
+            inner,
+            Rule::InplaceBinary { out: Some(_), .. } | Rule::InplaceUnary { out: Some(_), .. }
+        )
     {
         return Err(refuse(
-            "create_graph through an in-place division on a view is not supported; use the out-of-place div, or deep_clone() the view first",
+            "create_graph through an in-place op that saves its result (div_, exp_, ...) on a view is not supported; use the out-of-place op, or deep_clone() the view first",
         ));
     }
     if !base.is_contiguous() {
