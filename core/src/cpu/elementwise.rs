@@ -159,18 +159,87 @@ pub fn cast_in<const DTYPES: u16>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
         };
         return Err(crate::cpu::select::not_enabled("to_dtype", missing));
     }
-    let to_bool = dst.dtype == DType::Bool;
-    // Integer to integer wraps (two's complement), as C and PyTorch do.
-    let wrap = !src.dtype.is_float() && dst.dtype.is_int();
-    dispatch_in!(DTYPES, "to_dtype", src.dtype, S => dispatch_in!(DTYPES, "to_dtype", dst.dtype, D => {
-        map1::<S, D>("to_dtype", src, dst, |x| {
-            if wrap {
-                return D::from_i64_wrapping(x.as_i64());
-            }
-            let v = x.to_f64();
-            if to_bool { D::from_f64(if v != 0.0 { 1.0 } else { 0.0 }) } else { D::from_f64(v) }
-        })
-    }))
+    if !dtypes::contains(DTYPES, dst.dtype) {
+        return Err(crate::cpu::select::not_enabled("to_dtype", dst.dtype));
+    }
+    dispatch_in!(DTYPES, "to_dtype", src.dtype, S => cast_from::<S>(src, dst))
+}
+
+/// A source value on its way to another dtype: integers (and bools) as
+/// i64, so integer-to-integer casts wrap exactly; floats as f64.
+#[derive(Clone, Copy)]
+enum Wide {
+    Int(i64),
+    Float(f64),
+}
+
+/// NOTE [Cast code size]: a cast kernel per (source, destination) pair is
+/// 100 instantiations of the walk loop for 10 dtypes (28 KB of a Cortex-M4
+/// image). Instead the loop is instantiated per source dtype and each
+/// element is stored through [`put`], one small function matching on the
+/// destination dtype: 10 loops and 10 stores.
+fn cast_from<S: Scalar>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    const OP: &str = "to_dtype";
+    no_alias(OP, &[&src], &dst)?;
+    let ga = src.storage.read(OP)?;
+    let sa = typed::<S>(ga.bytes())?;
+    let mut gd = dst.storage.write(OP)?;
+    let d = gd.bytes_mut();
+    let to = dst.dtype;
+    let int = !S::DTYPE.is_float();
+    let mut failed = false;
+    walk([dst.layout, src.layout], |[od, os]| {
+        let x = sa[os];
+        let w = if int {
+            Wide::Int(x.as_i64())
+        } else {
+            Wide::Float(x.to_f64())
+        };
+        failed |= put(d, to, od, w).is_none();
+    });
+    if failed {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            reason: "the destination storage is smaller than its layout; allocate it with the layout's reach",
+        });
+    }
+    Ok(())
+}
+
+/// Stores `w` as element `i` of `bytes` holding `dtype`; `None` when `i`
+/// is past the end.
+fn put(bytes: &mut [u8], dtype: DType, i: usize, w: Wide) -> Option<()> {
+    fn at<D: Scalar>(bytes: &mut [u8], i: usize, v: D) -> Option<()> {
+        let n = core::mem::size_of::<D>();
+        let slot = bytes.get_mut(i.checked_mul(n)?..)?.get_mut(..n)?;
+        slot.copy_from_slice(bytemuck::bytes_of(&v));
+        Some(())
+    }
+    fn conv<D: Scalar>(w: Wide) -> D {
+        match w {
+            Wide::Int(v) if !D::DTYPE.is_float() => D::from_i64_wrapping(v),
+            Wide::Int(v) => D::from_f64(v as f64),
+            Wide::Float(v) => D::from_f64(v),
+        }
+    }
+    match dtype {
+        DType::F32 => at::<f32>(bytes, i, conv(w)),
+        DType::F64 => at::<f64>(bytes, i, conv(w)),
+        DType::F16 => at::<half::f16>(bytes, i, conv(w)),
+        DType::BF16 => at::<half::bf16>(bytes, i, conv(w)),
+        DType::I64 => at::<i64>(bytes, i, conv(w)),
+        DType::I32 => at::<i32>(bytes, i, conv(w)),
+        DType::I16 => at::<i16>(bytes, i, conv(w)),
+        DType::I8 => at::<i8>(bytes, i, conv(w)),
+        DType::U8 => at::<u8>(bytes, i, conv(w)),
+        DType::Bool => {
+            let b = match w {
+                Wide::Int(v) => v != 0,
+                Wide::Float(v) => v != 0.0,
+            };
+            at::<u8>(bytes, i, u8::from(b))
+        }
+    }
 }
 
 /// Sets every element of `dst` to `value`.

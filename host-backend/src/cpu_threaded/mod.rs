@@ -252,7 +252,33 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn cast(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        reference::elementwise::cast(src, dst)
+        // The reference cast is instantiated per source dtype only, with a
+        // per-element store chosen at run time (NOTE [Cast code size]);
+        // the host keeps one monomorphic loop per pair of float dtypes,
+        // the casts that mixed precision runs often.
+        use kael_core::DType;
+        use kael_core::dtype::Scalar;
+        use kael_core::half::{bf16, f16};
+        macro_rules! pairs {
+            ($($s:ident => $S:ty),*) => {
+                match (src.dtype, dst.dtype) {
+                    $(
+                        (DType::$s, DType::F32) => float_cast::<$S, f32>(src, dst),
+                        (DType::$s, DType::F64) => float_cast::<$S, f64>(src, dst),
+                        (DType::$s, DType::F16) => float_cast::<$S, f16>(src, dst),
+                        (DType::$s, DType::BF16) => float_cast::<$S, bf16>(src, dst),
+                    )*
+                    _ => reference::elementwise::cast(src, dst),
+                }
+            };
+        }
+        fn float_cast<S: Scalar, D: Scalar>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+            if src.dtype == dst.dtype {
+                return reference::elementwise::cast(src, dst);
+            }
+            reference::elementwise::map1::<S, D>("to_dtype", src, dst, |x| D::from_f64(x.to_f64()))
+        }
+        pairs!(F32 => f32, F64 => f64, F16 => f16, BF16 => bf16)
     }
 
     fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
