@@ -1,0 +1,355 @@
+//! Batch and group normalisation: thin layers over
+//! [`batch_norm`](super::functional::batch_norm) and
+//! [`group_norm`](super::functional::group_norm).
+//!
+//! A batch-norm layer's running statistics are *buffers*: shown to
+//! [`Visitor::buffer`], so they are in [`Module::state_dict`] and moved by
+//! [`Module::to`], and not in [`Module::parameters`]. They are updated in
+//! place during a training-mode forward (so every handle sees the update),
+//! never by an optimizer. `num_batches_tracked` (an `I64` scalar) is kept
+//! as PyTorch keeps it, so state dicts carry the same names.
+
+use super::functional;
+use super::module::{Module, Visitor};
+use crate::autograd::no_grad;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shared::Lock;
+use crate::tensor::Tensor;
+
+/// The state both batch-norm layers share.
+struct BatchNorm {
+    weight: Option<Tensor>,
+    bias: Option<Tensor>,
+    running_mean: Tensor,
+    running_var: Tensor,
+    num_batches_tracked: Tensor,
+    eps: f64,
+    momentum: f64,
+    training: Lock<bool>,
+}
+
+impl BatchNorm {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        op: &'static str,
+        num_features: usize,
+        eps: f64,
+        momentum: f64,
+        affine: bool,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        if num_features == 0 {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "num_features (the channel count C) must be positive",
+            });
+        }
+        if eps.is_nan() || eps < 0.0 || eps.is_infinite() {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "eps must be a finite non-negative number (PyTorch uses 1e-5)",
+            });
+        }
+        if !(0.0..=1.0).contains(&momentum) {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "momentum must be in [0, 1] (PyTorch's default is 0.1)",
+            });
+        }
+        dtype.require_float(op)?;
+        let c = [num_features];
+        let (weight, bias) = if affine {
+            (
+                Some(Tensor::ones(&c, dtype, device)?.requires_grad_(true)?),
+                Some(Tensor::zeros(&c, dtype, device)?.requires_grad_(true)?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            weight,
+            bias,
+            running_mean: Tensor::zeros(&c, dtype, device)?,
+            running_var: Tensor::ones(&c, dtype, device)?,
+            num_batches_tracked: Tensor::zeros(&[], DType::I64, device)?,
+            eps,
+            momentum,
+            training: Lock::new(true),
+        })
+    }
+
+    fn is_training(&self) -> bool {
+        self.training.with(|t| *t)
+    }
+
+    fn forward(&self, op: &'static str, input: &Tensor) -> Result<Tensor> {
+        let training = self.is_training();
+        let y = functional::batch_norm_op(
+            op,
+            input,
+            Some(&self.running_mean),
+            Some(&self.running_var),
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            training,
+            self.momentum,
+            self.eps,
+        )?;
+        if training {
+            no_grad(|| self.num_batches_tracked.add_scalar_(1.0))?;
+        }
+        Ok(y)
+    }
+
+    fn visit(&self, v: &mut dyn Visitor) {
+        if let Some(w) = &self.weight {
+            v.param("weight", w);
+        }
+        if let Some(b) = &self.bias {
+            v.param("bias", b);
+        }
+        v.buffer("running_mean", &self.running_mean);
+        v.buffer("running_var", &self.running_var);
+        v.buffer("num_batches_tracked", &self.num_batches_tracked);
+    }
+}
+
+macro_rules! batch_norm_layer {
+    ($ty:ident, $name:literal, $new_op:literal, $ranks:pat, $rank_msg:literal, $doc:literal, $example:literal) => {
+        #[doc = $doc]
+        ///
+        /// Training mode (the default, as PyTorch) normalises with the
+        /// batch's mean and biased variance over every dim but `C` and
+        /// updates `running_mean`/`running_var` in place with `momentum`
+        /// (the variance unbiased); evaluation mode normalises with the
+        /// running statistics. Parameters: `weight` (ones) and `bias`
+        /// (zeros), `[C]`, when affine; buffers: `running_mean` (zeros),
+        /// `running_var` (ones), `num_batches_tracked`.
+        ///
+        /// ```
+        #[doc = $example]
+        /// # Ok::<(), kael_core::Error>(())
+        /// ```
+        pub struct $ty {
+            inner: BatchNorm,
+        }
+
+        impl $ty {
+            /// A layer over `num_features` channels (PyTorch's defaults are
+            /// `eps = 1e-5`, `momentum = 0.1`, `affine = true`), with
+            /// parameters and running statistics of `dtype`.
+            ///
+            /// # Errors
+            /// [`Error::InvalidArgument`] for zero features, a negative,
+            /// infinite or NaN `eps`, or `momentum` outside `[0, 1]`;
+            /// [`Error::UnsupportedDType`] for non-float dtypes.
+            pub fn new(
+                num_features: usize,
+                eps: f64,
+                momentum: f64,
+                affine: bool,
+                dtype: DType,
+                device: &Device,
+            ) -> Result<Self> {
+                Ok(Self {
+                    inner: BatchNorm::new(
+                        $new_op,
+                        num_features,
+                        eps,
+                        momentum,
+                        affine,
+                        dtype,
+                        device,
+                    )?,
+                })
+            }
+
+            /// `[C]` scale, when affine.
+            pub fn weight(&self) -> Option<&Tensor> {
+                self.inner.weight.as_ref()
+            }
+
+            /// `[C]` shift, when affine.
+            pub fn bias(&self) -> Option<&Tensor> {
+                self.inner.bias.as_ref()
+            }
+
+            /// The running mean (a buffer, updated in training mode).
+            pub fn running_mean(&self) -> &Tensor {
+                &self.inner.running_mean
+            }
+
+            /// The running (unbiased) variance (a buffer).
+            pub fn running_var(&self) -> &Tensor {
+                &self.inner.running_var
+            }
+
+            /// How many training-mode forwards have run (an `I64` scalar
+            /// buffer).
+            pub fn num_batches_tracked(&self) -> &Tensor {
+                &self.inner.num_batches_tracked
+            }
+
+            /// Whether the layer is in training mode.
+            pub fn is_training(&self) -> bool {
+                self.inner.is_training()
+            }
+        }
+
+        impl Module for $ty {
+            /// `input` as the type's docs say; the result has its shape.
+            ///
+            /// # Errors
+            /// [`Error::RankMismatch`] for another rank;
+            /// [`crate::Error::ShapeMismatch`] for a channel count other
+            /// than `num_features`; [`Error::InvalidArgument`] for a
+            /// training batch with one value per channel; dtype or device
+            /// mismatch. Running statistics are unchanged on an error.
+            fn forward(&self, input: &Tensor) -> Result<Tensor> {
+                if !matches!(input.rank(), $ranks) {
+                    return Err(Error::RankMismatch {
+                        op: $name,
+                        expected: $rank_msg,
+                        got: input.rank(),
+                    });
+                }
+                self.inner.forward($name, input)
+            }
+
+            fn visit(&self, v: &mut dyn Visitor) {
+                self.inner.visit(v);
+            }
+
+            fn set_training(&self, on: bool) {
+                self.inner.training.with(|t| *t = on);
+            }
+        }
+    };
+}
+
+batch_norm_layer!(
+    BatchNorm1d,
+    "BatchNorm1d",
+    "BatchNorm1d::new",
+    2 | 3,
+    "2 ([N, C]) or 3 ([N, C, L])",
+    "Batch normalisation over `[N, C]` or `[N, C, L]` (PyTorch's `nn.BatchNorm1d`).",
+    "use kael_core::nn::{BatchNorm1d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm1d::new(2, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet x = Tensor::from_slice(&[1.0f32, 10.0, 3.0, 30.0], &[2, 2], &dev)?;\nbn.forward(&x)?;\nassert_eq!(bn.running_mean().to_vec::<f32>()?, vec![0.2, 2.0]);\nassert_eq!(bn.running_var().to_vec::<f32>()?, vec![0.9 + 0.1 * 2.0, 0.9 + 0.1 * 200.0]);\nassert_eq!(bn.state_dict().len(), 5);\nassert_eq!(bn.parameters().len(), 2);"
+);
+
+batch_norm_layer!(
+    BatchNorm2d,
+    "BatchNorm2d",
+    "BatchNorm2d::new",
+    4,
+    "4 ([N, C, H, W])",
+    "Batch normalisation over `[N, C, H, W]` (PyTorch's `nn.BatchNorm2d`).",
+    "use kael_core::nn::{BatchNorm2d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm2d::new(3, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet y = bn.forward(&Tensor::ones(&[2, 3, 4, 4], DType::F32, &dev)?)?;\nassert_eq!(y.to_vec::<f32>()?, vec![0.0; 96]);\nbn.eval();\nlet y = bn.forward(&Tensor::ones(&[1, 3, 1, 1], DType::F32, &dev)?)?;\nassert!((y.to_vec::<f32>()?[0] - 0.1 / (0.9f32 + 1e-5).sqrt()).abs() < 1e-6);"
+);
+
+/// Group normalisation (PyTorch's `nn.GroupNorm`): the `C` channels of
+/// `[N, C, *]` in `num_groups` groups, each normalised over its channels
+/// and positions, then scaled and shifted per channel. The same in
+/// training and evaluation. Parameters: `weight` (ones) and `bias`
+/// (zeros), `[C]`, when affine.
+///
+/// ```
+/// use kael_core::nn::{GroupNorm, Module};
+/// use kael_core::{DType, Device, Tensor};
+/// let dev = Device::cpu();
+/// let gn = GroupNorm::new(2, 4, 0.0, true, DType::F32, &dev)?;
+/// let x = Tensor::from_slice(&[1.0f32, 3.0, 1.0, 3.0], &[1, 4], &dev)?;
+/// assert_eq!(gn.forward(&x)?.to_vec::<f32>()?, vec![-1.0, 1.0, -1.0, 1.0]);
+/// assert!(GroupNorm::new(3, 4, 1e-5, true, DType::F32, &dev).is_err());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub struct GroupNorm {
+    /// `[C]` scale, when affine.
+    pub weight: Option<Tensor>,
+    /// `[C]` shift, when affine.
+    pub bias: Option<Tensor>,
+    num_groups: usize,
+    eps: f64,
+}
+
+impl GroupNorm {
+    /// `num_groups` groups over `num_channels` channels (PyTorch's defaults
+    /// are `eps = 1e-5`, `affine = true`), parameters of `dtype`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless `num_groups > 0` divides
+    /// `num_channels`, or for a negative, infinite or NaN `eps`;
+    /// [`Error::UnsupportedDType`] for non-float dtypes.
+    pub fn new(
+        num_groups: usize,
+        num_channels: usize,
+        eps: f64,
+        affine: bool,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        const OP: &str = "GroupNorm::new";
+        if num_groups == 0 || num_channels % num_groups != 0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                reason: "num_groups must be positive and divide num_channels",
+            });
+        }
+        if eps.is_nan() || eps < 0.0 || eps.is_infinite() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                reason: "eps must be a finite non-negative number (PyTorch uses 1e-5)",
+            });
+        }
+        dtype.require_float(OP)?;
+        let c = [num_channels];
+        let (weight, bias) = if affine {
+            (
+                Some(Tensor::ones(&c, dtype, device)?.requires_grad_(true)?),
+                Some(Tensor::zeros(&c, dtype, device)?.requires_grad_(true)?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            weight,
+            bias,
+            num_groups,
+            eps,
+        })
+    }
+
+    /// The number of groups.
+    pub fn num_groups(&self) -> usize {
+        self.num_groups
+    }
+}
+
+impl Module for GroupNorm {
+    /// `input` is `[N, C, *]`; the result has its shape.
+    ///
+    /// # Errors
+    /// As [`group_norm`](super::functional::group_norm).
+    fn forward(&self, input: &Tensor) -> Result<Tensor> {
+        functional::group_norm_op(
+            "GroupNorm",
+            input,
+            self.num_groups,
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            self.eps,
+        )
+    }
+
+    fn visit(&self, v: &mut dyn Visitor) {
+        if let Some(w) = &self.weight {
+            v.param("weight", w);
+        }
+        if let Some(b) = &self.bias {
+            v.param("bias", b);
+        }
+    }
+}
