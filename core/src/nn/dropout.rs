@@ -39,7 +39,7 @@ impl Dropout {
     /// draw).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] unless `0 <= p <= 1`.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `0 <= p <= 1`.
     ///
     /// ```
     /// use kael_core::{nn::Dropout, Rng};
@@ -70,8 +70,8 @@ impl Module for Dropout {
     /// itself (same handle).
     ///
     /// # Errors
-    /// [`Error::UnsupportedDType`] for non-float inputs in training mode;
-    /// [`Error::OutOfMemory`].
+    /// [`Error::UnsupportedDType`](crate::Error::UnsupportedDType) for non-float inputs in training mode;
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory).
     fn forward(&self, input: &Tensor) -> Result<Tensor> {
         if !self.is_training() || self.p == 0.0 || self.p == 1.0 {
             // No mask to draw: the generator is left as it is.

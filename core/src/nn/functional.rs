@@ -312,7 +312,7 @@ pub(super) fn batch_norm_op(
     };
     let dims: Vec<isize> = (0..rank).filter(|&d| d != 1).map(|d| d as isize).collect();
     let (centered, var) = if training {
-        let count = if c == 0 { 0 } else { input.numel() / c };
+        let count = input.numel().checked_div(c).unwrap_or(0);
         if count < 2 {
             return Err(invalid(
                 op,
@@ -832,6 +832,7 @@ pub(super) fn conv_transpose_op(
     // padded by `dil·(k-1) - pad` (cropped where negative), convolved with
     // the weight flipped and with in/out channels swapped per group.
     let mut x = x;
+    #[allow(clippy::needless_range_loop)] // i indexes four arrays
     for i in 0..2 {
         let dim = i + 2;
         let n = x.shape()[dim];
@@ -878,9 +879,9 @@ pub(super) fn conv_transpose_op(
 
 /// 1-d transposed convolution (PyTorch's `F.conv_transpose1d`): `input`
 /// `[N, C_in, L]` or `[C_in, L]`, `weight` `[C_in, C_out / groups, k]`,
-/// `bias` `[C_out]`; `L_out = (L - 1)·stride - 2·padding + dilation·(k - 1)
-/// + output_padding + 1`. The gradient of [`conv1d`] with respect to its
-/// input.
+/// `bias` `[C_out]`; the result is `[N, C_out, L_out]` with
+/// `L_out = (L - 1)·stride - 2·padding + dilation·(k - 1) + output_padding + 1`.
+/// It is the gradient of [`conv1d`] with respect to its input.
 ///
 /// # Errors
 /// [`Error::RankMismatch`]; [`Error::ShapeMismatch`] for a channel count

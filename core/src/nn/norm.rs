@@ -247,7 +247,7 @@ batch_norm_layer!(
     4,
     "4 ([N, C, H, W])",
     "Batch normalisation over `[N, C, H, W]` (PyTorch's `nn.BatchNorm2d`).",
-    "use kael_core::nn::{BatchNorm2d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm2d::new(3, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet y = bn.forward(&Tensor::ones(&[2, 3, 4, 4], DType::F32, &dev)?)?;\nassert_eq!(y.to_vec::<f32>()?, vec![0.0; 96]);\nbn.eval();\nlet y = bn.forward(&Tensor::ones(&[1, 3, 1, 1], DType::F32, &dev)?)?;\nassert!((y.to_vec::<f32>()?[0] - 0.1 / (0.9f32 + 1e-5).sqrt()).abs() < 1e-6);"
+    "use kael_core::nn::{BatchNorm2d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm2d::new(3, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet y = bn.forward(&Tensor::ones(&[2, 3, 4, 4], DType::F32, &dev)?)?;\nassert_eq!(y.to_vec::<f32>()?, vec![0.0; 96]);\nbn.eval();\nlet y = bn.forward(&Tensor::ones(&[1, 3, 1, 1], DType::F32, &dev)?)?;\nassert!((y.to_vec::<f32>()?[0] - 0.9 / (0.9f32 + 1e-5).sqrt()).abs() < 1e-6);"
 );
 
 /// Group normalisation (PyTorch's `nn.GroupNorm`): the `C` channels of
