@@ -490,6 +490,21 @@ test_device!(scaled_dot_product_attention_matches_pytorch, |dev| {
         e::SDPA_BOOL,
         &[e::SDPA_BOOL_DQ, e::SDPA_BOOL_DK, e::SDPA_BOOL_DV],
     )?;
+    let mut dead = keep;
+    dead[5..10].fill(false);
+    let mask = Tensor::from_slice(&dead, &[3, 5], dev)?;
+    let f = |v: &[Tensor]| {
+        F::scaled_dot_product_attention(&v[0], &v[1], &v[2], Some(&mask), false, None)
+    };
+    case(
+        dev,
+        DType::F64,
+        ins,
+        f,
+        e::SDPA_DEAD_SHAPE,
+        e::SDPA_DEAD,
+        &[e::SDPA_DEAD_DQ, e::SDPA_DEAD_DK, e::SDPA_DEAD_DV],
+    )?;
     let fmask = fill(&[2, 3, 5], 4.0, DType::F64, dev)?;
     let f = |v: &[Tensor]| {
         F::scaled_dot_product_attention(&v[0], &v[1], &v[2], Some(&fmask), false, Some(0.3))

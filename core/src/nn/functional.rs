@@ -1421,19 +1421,29 @@ pub(super) fn attention_weights(
         let neg_inf = Tensor::full(&[], f64::NEG_INFINITY, scores.dtype(), &dev)?;
         keep.where_cond(&zero, &neg_inf)
     };
-    let scores = if is_causal {
-        // Query i attends keys 0..=i (PyTorch's `ones(L, S).tril()`).
+    if is_causal {
+        // Query i attends keys 0..=i (PyTorch's `ones(L, S).tril()`); key 0
+        // is always open, so no row is fully masked.
         let qi = Tensor::arange(0i64, l as i64, &dev)?.unsqueeze(1)?;
         let kj = Tensor::arange(0i64, s as i64, &dev)?.unsqueeze(0)?;
-        scores.add(&additive(&kj.le(&qi)?)?)?
-    } else {
-        match attn_mask {
-            Some(m) if m.dtype() == DType::Bool => scores.add(&additive(m)?)?,
-            Some(m) => scores.add(m)?,
-            None => scores,
-        }
+        return scores.add(&additive(&kj.le(&qi)?)?)?.softmax(-1);
+    }
+    let scores = match attn_mask {
+        Some(m) if m.dtype() == DType::Bool => scores.add(&additive(m)?)?,
+        Some(m) => scores.add(m)?,
+        None => return scores.softmax(-1),
     };
-    scores.softmax(-1)
+    // A query whose every score is -inf attends nothing: its weights are
+    // 0 (PyTorch's safe softmax), not NaN. Its scores are replaced by 0
+    // before the softmax, so no NaN reaches the gradient either.
+    let zero = Tensor::full(&[], 0.0, scores.dtype(), &dev)?;
+    let dead = no_grad(|| {
+        scores
+            .max_dim(-1, true)?
+            .eq(&Tensor::full(&[], f64::NEG_INFINITY, scores.dtype(), &dev)?)
+    })?;
+    let weights = dead.where_cond(&zero, &scores)?.softmax(-1)?;
+    dead.where_cond(&zero, &weights)
 }
 
 /// Attention (PyTorch's `F.scaled_dot_product_attention`, without
@@ -1442,8 +1452,8 @@ pub(super) fn attention_weights(
 /// `[*, L, Ev]`. `scale` defaults to `1/√E`. `attn_mask` (broadcasting to
 /// `[*, L, S]`) is either `Bool`, where `true` means "may attend", or of
 /// the query's dtype and added to the scores; `is_causal` lets query `i`
-/// attend keys `0..=i`. A query that may attend nothing gets NaN, as
-/// PyTorch's math reference.
+/// attend keys `0..=i`. A query that may attend nothing (every score
+/// `-inf`) gets zeros and passes no gradient, as PyTorch 2.5+.
 ///
 /// # Errors
 /// [`Error::RankMismatch`] for rank < 2; [`Error::InvalidArgument`] for

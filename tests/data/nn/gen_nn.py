@@ -126,6 +126,11 @@ case("SDPA", lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
      [([2, 3, 4], 1), ([2, 5, 4], 2), ([2, 5, 3], 3)], ["Q", "K", "V"])
 case("SDPA_BOOL", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=BOOL_MASK),
      [([2, 3, 4], 1), ([2, 5, 4], 2), ([2, 5, 3], 3)], ["Q", "K", "V"])
+# a query that may attend nothing: zeros, no gradient (safe softmax)
+DEAD_MASK = BOOL_MASK.clone()
+DEAD_MASK[1] = False
+case("SDPA_DEAD", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=DEAD_MASK),
+     [([2, 3, 4], 1), ([2, 5, 4], 2), ([2, 5, 3], 3)], ["Q", "K", "V"])
 FMASK = fill([2, 3, 5], 4)
 case("SDPA_FLOAT", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=FMASK, scale=0.3),
      [([2, 3, 4], 1), ([2, 5, 4], 2), ([2, 5, 3], 3)], ["Q", "K", "V"])
