@@ -208,7 +208,8 @@ impl Conv2d {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        Self::new_in(
+        Self::init(
+            "Conv2d",
             in_channels,
             out_channels,
             kernel_size,
@@ -247,15 +248,38 @@ impl Conv2d {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        const OP: &str = "Conv2d::new_in";
-        check_groups(OP, in_channels, out_channels, groups)?;
+        Self::init(
+            "Conv2d::new_in",
+            in_channels,
+            out_channels,
+            kernel_size,
+            groups,
+            dtype,
+            device,
+            rng,
+        )
+    }
+
+    /// The constructors, naming `op` in their errors.
+    #[allow(clippy::too_many_arguments)]
+    fn init(
+        op: &'static str,
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: [usize; 2],
+        groups: usize,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        check_groups(op, in_channels, out_channels, groups)?;
         let shape = [
             out_channels,
             in_channels / groups,
             kernel_size[0],
             kernel_size[1],
         ];
-        let (weight, bias) = conv_params(OP, &shape, out_channels, dtype, device, rng)?;
+        let (weight, bias) = conv_params(op, &shape, out_channels, dtype, device, rng)?;
         Ok(Self {
             weight,
             bias,
@@ -439,7 +463,8 @@ impl Conv1d {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        Self::new_in(
+        Self::init(
+            "Conv1d",
             in_channels,
             out_channels,
             kernel_size,
@@ -474,10 +499,33 @@ impl Conv1d {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        const OP: &str = "Conv1d::new_in";
-        check_groups(OP, in_channels, out_channels, groups)?;
+        Self::init(
+            "Conv1d::new_in",
+            in_channels,
+            out_channels,
+            kernel_size,
+            groups,
+            dtype,
+            device,
+            rng,
+        )
+    }
+
+    /// The constructors, naming `op` in their errors.
+    #[allow(clippy::too_many_arguments)]
+    fn init(
+        op: &'static str,
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        groups: usize,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        check_groups(op, in_channels, out_channels, groups)?;
         let shape = [out_channels, in_channels / groups, kernel_size];
-        let (weight, bias) = conv_params(OP, &shape, out_channels, dtype, device, rng)?;
+        let (weight, bias) = conv_params(op, &shape, out_channels, dtype, device, rng)?;
         Ok(Self {
             weight,
             bias,

@@ -51,7 +51,14 @@ impl Embedding {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        Self::new_in(num_embeddings, embedding_dim, DType::F32, device, rng)
+        Self::init(
+            "Embedding",
+            num_embeddings,
+            embedding_dim,
+            DType::F32,
+            device,
+            rng,
+        )
     }
 
     /// [`Embedding::new`] with a table of `dtype` (drawn in that dtype
@@ -76,7 +83,27 @@ impl Embedding {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        dtype.require_float("Embedding::new_in")?;
+        Self::init(
+            "Embedding::new_in",
+            num_embeddings,
+            embedding_dim,
+            dtype,
+            device,
+            rng,
+        )
+    }
+
+    /// The constructors, naming `op` in their errors.
+    fn init(
+        op: &'static str,
+        num_embeddings: usize,
+        embedding_dim: usize,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        dtype.require_float(op)?;
+        crate::shape::checked_numel(op, &[num_embeddings, embedding_dim])?;
         let weight = init::normal(
             &[num_embeddings, embedding_dim],
             0.0,

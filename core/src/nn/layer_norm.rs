@@ -85,8 +85,8 @@ impl LayerNorm {
         device: &Device,
     ) -> Result<Self> {
         let normalized_shape = check_norm_args("LayerNorm", normalized_shape, eps)?;
-        dtype.require_float("LayerNorm::new_in")?;
-        crate::shape::checked_numel("LayerNorm::new_in", &normalized_shape)?;
+        dtype.require_float("LayerNorm")?;
+        crate::shape::checked_numel("LayerNorm", &normalized_shape)?;
         let (weight, bias) = if elementwise_affine {
             (
                 Some(Tensor::ones(&normalized_shape, dtype, device)?.requires_grad_(true)?),

@@ -54,7 +54,15 @@ impl Linear {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        Self::new_in(in_features, out_features, bias, DType::F32, device, rng)
+        Self::init(
+            "Linear",
+            in_features,
+            out_features,
+            bias,
+            DType::F32,
+            device,
+            rng,
+        )
     }
 
     /// [`Linear::new`] with parameters of `dtype` (drawn in that dtype
@@ -80,9 +88,30 @@ impl Linear {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        dtype.require_float("Linear::new_in")?;
+        Self::init(
+            "Linear::new_in",
+            in_features,
+            out_features,
+            bias,
+            dtype,
+            device,
+            rng,
+        )
+    }
+
+    /// The constructors, naming `op` in their errors.
+    fn init(
+        op: &'static str,
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        dtype.require_float(op)?;
         let shape = [out_features, in_features];
-        crate::shape::checked_numel("Linear::new_in", &shape)?;
+        crate::shape::checked_numel(op, &shape)?;
         let weight = init::fan_in_uniform_in(&shape, in_features, dtype, device, rng)?
             .requires_grad_(true)?;
         let bias = if bias {

@@ -83,7 +83,7 @@ impl RmsNorm {
         device: &Device,
     ) -> Result<Self> {
         let normalized_shape = check_norm_args("RmsNorm", normalized_shape, eps.unwrap_or(0.0))?;
-        dtype.require_float("RmsNorm::new_in")?;
+        dtype.require_float("RmsNorm")?;
         let weight = if elementwise_affine {
             Some(Tensor::ones(&normalized_shape, dtype, device)?.requires_grad_(true)?)
         } else {
