@@ -331,6 +331,13 @@ test_device!(conv_transpose_matches_pytorch, |dev| {
         &[e::CONVT2D_CROP_DX, e::CONVT2D_CROP_DW],
     )?;
 
+    // A crop beyond the input that output_padding makes up (n = 1, k = 1,
+    // padding 2, dilation 5, output_padding 4): PyTorch's one element, 0.
+    let x = fill(&[1, 1, 1], 1.0, DType::F64, dev)?;
+    let k = Tensor::full(&[1, 1, 1], 2.0, DType::F64, dev)?;
+    let y = F::conv_transpose1d(&x, &k, None, 1, 2, 4, 1, 5)?;
+    assert_eq!((y.shape(), v64(&y)), (&[1, 1, 1][..], vec![0.0]));
+
     // The layers are the functional forms.
     let up = ConvTranspose2d::from_weights(
         fill(&[2, 3, 3, 2], 2.0, DType::F64, dev)?,
@@ -1080,6 +1087,9 @@ test_device!(
                 Err(err) => err.to_string(),
             };
             assert!(msg.starts_with(op) && msg.contains(text), "case {i}: {msg}");
+            if std::env::var_os("KAEL_PRINT_ERRORS").is_some() {
+                eprintln!("{msg}");
+            }
         }
         let after: Vec<_> = [&x, &w4, &w3, &x3, &rm, &rv, &ids, &table]
             .iter()

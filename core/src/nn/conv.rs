@@ -98,7 +98,7 @@ fn conv_params(
     if shape.contains(&0) {
         return Err(Error::InvalidArgument {
             op,
-            reason: "channels and kernel sizes must be positive",
+            reason: "channels and kernel sizes must be positive; pass sizes of 1 or more",
         });
     }
     dtype.require_float(op)?;
@@ -123,7 +123,7 @@ fn check_groups(
     if groups == 0 {
         return Err(Error::InvalidArgument {
             op,
-            reason: "groups must be positive (1 is an ordinary convolution)",
+            reason: "groups must be positive; pass 1 for an ordinary convolution",
         });
     }
     if in_channels % groups != 0 || out_channels % groups != 0 {
@@ -171,8 +171,8 @@ fn check_positive(op: &'static str, values: &[usize], reason: &'static str) -> R
     Ok(())
 }
 
-const STRIDE: &str = "stride must be positive";
-const DILATION: &str = "dilation must be positive (1 is no dilation)";
+const STRIDE: &str = "stride must be positive; pass 1 or more (1 visits every position)";
+const DILATION: &str = "dilation must be positive; pass 1 for an undilated kernel";
 
 /// `groups` for a layer over given weights: `dim0` (the weight dim that
 /// counts whole channels: out for a convolution, in for a transposed one)

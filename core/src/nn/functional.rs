@@ -526,17 +526,26 @@ fn check_conv(
     if weight.shape().contains(&0) {
         return Err(invalid(
             op,
-            "weight sizes (channels and kernel) must be positive",
+            "weight sizes (channels and kernel) must be positive; pass a weight without empty dims",
         ));
     }
     if stride.contains(&0) {
-        return Err(invalid(op, "stride must be positive"));
+        return Err(invalid(
+            op,
+            "stride must be positive; pass 1 or more (1 visits every position)",
+        ));
     }
     if dilation.contains(&0) {
-        return Err(invalid(op, "dilation must be positive (1 is no dilation)"));
+        return Err(invalid(
+            op,
+            "dilation must be positive; pass 1 for an undilated kernel",
+        ));
     }
     if groups == 0 {
-        return Err(invalid(op, "groups must be positive (1 is no grouping)"));
+        return Err(invalid(
+            op,
+            "groups must be positive; pass 1 for an ordinary convolution",
+        ));
     }
     input.dtype().require_float(op)?;
     input.same_dtype(op, weight)?;
@@ -753,25 +762,35 @@ fn zero_insert(op: &'static str, x: &Tensor, dim: usize, s: usize) -> Result<Ten
 }
 
 /// `x` padded with zeros (positive amounts) or cropped (negative) along
-/// `dim`.
-fn pad_or_crop(x: &Tensor, dim: usize, before: isize, after: isize) -> Result<Tensor> {
-    let mut x = x.clone();
-    if before < 0 {
-        let cut = before.unsigned_abs();
-        let len = x.shape()[dim] - cut;
-        x = x.narrow(dim as isize, cut, len)?;
-    }
-    if after < 0 {
-        let len = x.shape()[dim] - after.unsigned_abs();
-        x = x.narrow(dim as isize, 0, len)?;
-    }
-    pad_dim(
-        &x,
+/// `dim`. Pads first, so a crop larger than `x` on one side that the other
+/// side's padding makes up still works; an empty result is an error.
+fn pad_or_crop(
+    op: &'static str,
+    x: &Tensor,
+    dim: usize,
+    before: isize,
+    after: isize,
+) -> Result<Tensor> {
+    let x = pad_dim(
+        x,
         dim as isize,
         before.max(0).unsigned_abs(),
         after.max(0).unsigned_abs(),
         0.0,
-    )
+    )?;
+    let (cut_b, cut_a) = (before.min(0).unsigned_abs(), after.min(0).unsigned_abs());
+    let len = x.shape()[dim]
+        .checked_sub(cut_b)
+        .and_then(|l| l.checked_sub(cut_a))
+        .filter(|&l| l > 0)
+        .ok_or(invalid(
+            op,
+            "the padding leaves no output; use less padding or a larger input or kernel",
+        ))?;
+    if cut_b == 0 && cut_a == 0 {
+        return Ok(x);
+    }
+    x.narrow(dim as isize, cut_b, len)
 }
 
 /// A 1-d or 2-d transposed convolution (`stride.len()` spatial dims).
@@ -838,7 +857,10 @@ pub(super) fn conv_transpose_op(
         let n = x.shape()[dim];
         let k = w.shape()[dim];
         if n == 0 {
-            return Err(invalid(op, "the input's spatial sizes must be positive"));
+            return Err(invalid(
+                op,
+                "the input's spatial sizes must be positive; pass a non-empty input",
+            ));
         }
         let reach = dilated(op, k, geom.dilation[i])? - 1;
         // (n-1)·s + reach + output_padding + 1 - 2·padding must be positive.
@@ -858,7 +880,7 @@ pub(super) fn conv_transpose_op(
             - isize::try_from(geom.padding[i]).map_err(|_| overflow(op))?;
         let after = before + out_padding[i] as isize;
         x = zero_insert(op, &x, dim, geom.stride[i])?;
-        x = pad_or_crop(&x, dim, before, after)?;
+        x = pad_or_crop(op, &x, dim, before, after)?;
     }
     let ws = w.shape();
     let (cg, og, kh, kw) = (cin / groups, ws[1], ws[2], ws[3]);
@@ -1053,7 +1075,10 @@ pub fn dropout(input: &Tensor, p: f64, training: bool, rng: &mut Rng) -> Result<
 
 pub(super) fn check_dropout_p(op: &'static str, p: f64) -> Result<()> {
     if !(0.0..=1.0).contains(&p) {
-        return Err(invalid(op, "the drop probability p must be in [0, 1]"));
+        return Err(invalid(
+            op,
+            "the drop probability p must be in [0, 1]; pass a probability (0 keeps everything)",
+        ));
     }
     Ok(())
 }
@@ -1102,15 +1127,21 @@ impl Pool2d {
         padding: [usize; 2],
     ) -> Result<Self> {
         if kernel.contains(&0) {
-            return Err(invalid(op, "kernel sizes must be positive"));
+            return Err(invalid(
+                op,
+                "kernel sizes must be positive; pass sizes of 1 or more",
+            ));
         }
         if stride.contains(&0) {
-            return Err(invalid(op, "stride must be positive"));
+            return Err(invalid(
+                op,
+                "stride must be positive; pass 1 or more (1 visits every position)",
+            ));
         }
         if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
             return Err(invalid(
                 op,
-                "padding must be at most half the kernel size (as in PyTorch)",
+                "padding must be at most half the kernel size (as in PyTorch); lower the padding or enlarge the kernel",
             ));
         }
         Ok(Self {

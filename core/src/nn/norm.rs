@@ -44,7 +44,7 @@ impl BatchNorm {
         if num_features == 0 {
             return Err(Error::InvalidArgument {
                 op,
-                reason: "num_features (the channel count C) must be positive",
+                reason: "num_features (the channel count C) must be positive; pass the input's dim 1",
             });
         }
         if eps.is_nan() || eps < 0.0 || eps.is_infinite() {
@@ -295,7 +295,7 @@ impl GroupNorm {
         if num_groups == 0 || num_channels % num_groups != 0 {
             return Err(Error::InvalidArgument {
                 op: OP,
-                reason: "num_groups must be positive and divide num_channels",
+                reason: "num_groups must be positive and divide num_channels; pick a divisor of num_channels",
             });
         }
         if eps.is_nan() || eps < 0.0 || eps.is_infinite() {
