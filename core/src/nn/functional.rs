@@ -550,6 +550,15 @@ fn check_conv(
     input.dtype().require_float(op)?;
     input.same_dtype(op, weight)?;
     input.same_device(op, weight)?;
+    // The padded sizes must fit (rank checked by the caller after this, so
+    // read the trailing dims of whatever rank came).
+    let r = input.rank();
+    for (i, &p) in padding.iter().enumerate() {
+        let n = (r + i).checked_sub(spatial).map_or(0, |d| input.shape()[d]);
+        p.checked_mul(2)
+            .and_then(|p2| n.checked_add(p2))
+            .ok_or(overflow(op))?;
+    }
     let widen = |a: &[usize], fill: usize| -> [usize; 2] {
         if a.len() == 1 {
             [fill, a[0]]
