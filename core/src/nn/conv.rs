@@ -402,11 +402,27 @@ impl Conv2d {
     }
 
     /// Dilation (height, width).
+    ///
+    /// ```
+    /// use kael_core::nn::Conv2d;
+    /// use kael_core::{Device, Rng};
+    /// let c = Conv2d::new(2, 2, [3, 3], &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(c.with_dilation([2, 1])?.dilation(), [2, 1]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn dilation(&self) -> [usize; 2] {
         self.dilation
     }
 
     /// The number of groups.
+    ///
+    /// ```
+    /// use kael_core::nn::Conv2d;
+    /// use kael_core::{DType, Device, Rng};
+    /// let c = Conv2d::new_in(4, 4, [3, 3], 4, DType::F32, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(c.groups(), 4);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn groups(&self) -> usize {
         self.groups
     }
@@ -643,11 +659,27 @@ impl Conv1d {
     }
 
     /// Dilation.
+    ///
+    /// ```
+    /// use kael_core::nn::Conv1d;
+    /// use kael_core::{Device, Rng};
+    /// let c = Conv1d::new(2, 2, 3, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(c.with_dilation(3)?.dilation(), 3);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn dilation(&self) -> usize {
         self.dilation
     }
 
     /// The number of groups.
+    ///
+    /// ```
+    /// use kael_core::nn::Conv1d;
+    /// use kael_core::{Device, Rng};
+    /// let c = Conv1d::new(2, 2, 3, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(c.groups(), 1);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn groups(&self) -> usize {
         self.groups
     }
@@ -686,7 +718,8 @@ impl Module for Conv1d {
 macro_rules! conv_transpose {
     ($ty:ident, $name:literal, $new_in:literal, $sizes:ty, $one:expr, $zero:expr,
      $kernel:ty, $shape:expr, $rank:literal, $rank_msg:literal, $slice:expr, $fwd:literal,
-     $doc:literal, $example:literal, $new_example:literal) => {
+     $doc:literal, $example:literal, $new_example:literal,
+     $k:literal, $s2:literal, $s0:literal, $wshape:literal) => {
         #[doc = $doc]
         ///
         /// `weight` is `[in_channels, out_channels / groups, k…]`, `bias`
@@ -718,6 +751,15 @@ macro_rules! conv_transpose {
             /// # Errors
             /// [`Error::InvalidArgument`] for a zero size;
             /// [`Error::OutOfMemory`].
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.weight.shape(), ", $wshape, ");")]
+            /// assert_eq!(up.groups(), 1);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn new(
                 in_channels: usize,
                 out_channels: usize,
@@ -781,6 +823,16 @@ macro_rules! conv_transpose {
             /// [`Error::RankMismatch`] for the wrong weight rank;
             /// [`Error::ShapeMismatch`] for a bias that is not
             /// `[weight.shape()[1]]`.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{DType, Device, Tensor};
+            /// let dev = Device::cpu();
+            #[doc = concat!("let w = Tensor::zeros(&", $wshape, ", DType::F32, &dev)?;")]
+            #[doc = concat!("assert!(", stringify!($ty), "::from_weights(w.clone(), Some(Tensor::zeros(&[2], DType::F32, &dev)?)).is_ok());")]
+            #[doc = concat!("assert!(", stringify!($ty), "::from_weights(w, Some(Tensor::zeros(&[3], DType::F32, &dev)?)).is_err());")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn from_weights(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
                 let o = weight.shape().get(1).copied().unwrap_or(0);
                 check_weights($name, $rank, $rank_msg, &weight, &bias, o)?;
@@ -799,6 +851,16 @@ macro_rules! conv_transpose {
             ///
             /// # Errors
             /// [`Error::InvalidArgument`] for a zero stride.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_stride(", $s2, ")?.stride(), ", $s2, ");")]
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert!(up.with_stride(", $s0, ").is_err());")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn with_stride(mut self, stride: $sizes) -> Result<Self> {
                 check_positive(concat!($name, "::with_stride"), $slice(&stride), STRIDE)?;
                 self.stride = stride;
@@ -807,6 +869,14 @@ macro_rules! conv_transpose {
 
             /// The same layer with `padding` (removed from both sides of
             /// the full output).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_padding(", $s2, ").padding(), ", $s2, ");")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn with_padding(mut self, padding: $sizes) -> Self {
                 self.padding = padding;
                 self
@@ -815,6 +885,14 @@ macro_rules! conv_transpose {
             /// The same layer with `output_padding` (added to one side of
             /// the output; must be below the stride or the dilation, which
             /// the forward checks).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_output_padding(", $s2, ").output_padding(), ", $s2, ");")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn with_output_padding(mut self, output_padding: $sizes) -> Self {
                 self.output_padding = output_padding;
                 self
@@ -824,6 +902,16 @@ macro_rules! conv_transpose {
             ///
             /// # Errors
             /// [`Error::InvalidArgument`] for a zero dilation.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_dilation(", $s2, ")?.dilation(), ", $s2, ");")]
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert!(up.with_dilation(", $s0, ").is_err());")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn with_dilation(mut self, dilation: $sizes) -> Result<Self> {
                 check_positive(
                     concat!($name, "::with_dilation"),
@@ -840,6 +928,16 @@ macro_rules! conv_transpose {
             /// # Errors
             /// [`Error::InvalidArgument`] unless `groups > 0` divides
             /// `in_channels`.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            /// assert_eq!(up.with_groups(2)?.groups(), 2);
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            /// assert!(up.with_groups(3).is_err());
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn with_groups(mut self, groups: usize) -> Result<Self> {
                 self.groups = set_groups(
                     concat!($name, "::with_groups"),
@@ -850,26 +948,66 @@ macro_rules! conv_transpose {
             }
 
             /// Stride.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_stride(", $s2, ")?.stride(), ", $s2, ");")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn stride(&self) -> $sizes {
                 self.stride
             }
 
             /// Padding.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_padding(", $s2, ").padding(), ", $s2, ");")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn padding(&self) -> $sizes {
                 self.padding
             }
 
             /// Output padding.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_output_padding(", $s2, ").output_padding(), ", $s2, ");")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn output_padding(&self) -> $sizes {
                 self.output_padding
             }
 
             /// Dilation.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            #[doc = concat!("assert_eq!(up.with_dilation(", $s2, ")?.dilation(), ", $s2, ");")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn dilation(&self) -> $sizes {
                 self.dilation
             }
 
             /// The number of groups.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{Device, Rng};
+            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            /// assert_eq!(up.groups(), 1);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn groups(&self) -> usize {
                 self.groups
             }
@@ -930,7 +1068,11 @@ conv_transpose!(
     "`input` is `[N, C_in, L]` or `[C_in, L]`; the result is `[N, C_out, L_out]` with `L_out = (L - 1)·stride - 2·pad + dil·(k - 1) + output_padding + 1`.",
     "A 1-d transposed convolution (PyTorch's `nn.ConvTranspose1d`), computed by [`conv_transpose1d`](super::functional::conv_transpose1d).",
     "use kael_core::nn::{ConvTranspose1d, Module};\nuse kael_core::{DType, Device, Rng, Tensor};\nlet dev = Device::cpu();\nlet up = ConvTranspose1d::new(4, 2, 4, &dev, &mut Rng::new(0))?.with_stride(2)?.with_padding(1);\nassert_eq!(up.forward(&Tensor::zeros(&[1, 4, 8], DType::F32, &dev)?)?.shape(), &[1, 2, 16]);",
-    "use kael_core::nn::ConvTranspose1d;\nuse kael_core::{DType, Device, Rng};\nlet up = ConvTranspose1d::new_in(4, 6, 3, 2, DType::F64, &Device::cpu(), &mut Rng::new(0))?;\nassert_eq!(up.weight.shape(), &[4, 3, 3]);\nassert!(ConvTranspose1d::new_in(4, 5, 3, 2, DType::F64, &Device::cpu(), &mut Rng::new(0)).is_err());"
+    "use kael_core::nn::ConvTranspose1d;\nuse kael_core::{DType, Device, Rng};\nlet up = ConvTranspose1d::new_in(4, 6, 3, 2, DType::F64, &Device::cpu(), &mut Rng::new(0))?;\nassert_eq!(up.weight.shape(), &[4, 3, 3]);\nassert!(ConvTranspose1d::new_in(4, 5, 3, 2, DType::F64, &Device::cpu(), &mut Rng::new(0)).is_err());",
+    "3",
+    "2",
+    "0",
+    "[2, 2, 3]"
 );
 
 conv_transpose!(
@@ -948,5 +1090,9 @@ conv_transpose!(
     "`input` is `[N, C_in, H, W]` or `[C_in, H, W]`; the result is `[N, C_out, H_out, W_out]` with `H_out = (H - 1)·stride - 2·pad + dil·(kh - 1) + output_padding + 1` (likewise W).",
     "A 2-d transposed convolution (PyTorch's `nn.ConvTranspose2d`), computed by [`conv_transpose2d`](super::functional::conv_transpose2d).",
     "use kael_core::nn::{ConvTranspose2d, Module};\nuse kael_core::{DType, Device, Rng, Tensor};\nlet dev = Device::cpu();\nlet up = ConvTranspose2d::new(4, 2, [3, 3], &dev, &mut Rng::new(0))?\n    .with_stride([2, 2])?.with_padding([1, 1]).with_output_padding([1, 1]);\nassert_eq!(up.forward(&Tensor::zeros(&[1, 4, 5, 5], DType::F32, &dev)?)?.shape(), &[1, 2, 10, 10]);",
-    "use kael_core::nn::ConvTranspose2d;\nuse kael_core::{DType, Device, Rng};\nlet up = ConvTranspose2d::new_in(4, 4, [3, 3], 4, DType::F32, &Device::cpu(), &mut Rng::new(0))?;\nassert_eq!(up.weight.shape(), &[4, 1, 3, 3]);"
+    "use kael_core::nn::ConvTranspose2d;\nuse kael_core::{DType, Device, Rng};\nlet up = ConvTranspose2d::new_in(4, 4, [3, 3], 4, DType::F32, &Device::cpu(), &mut Rng::new(0))?;\nassert_eq!(up.weight.shape(), &[4, 1, 3, 3]);",
+    "[3, 3]",
+    "[2, 2]",
+    "[0, 1]",
+    "[2, 2, 3, 3]"
 );

@@ -153,6 +153,15 @@ impl Embedding {
     }
 
     /// The padding row, if any.
+    ///
+    /// ```
+    /// use kael_core::nn::Embedding;
+    /// use kael_core::{Device, Rng};
+    /// let emb = Embedding::new(4, 2, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(emb.padding_idx(), None);
+    /// assert_eq!(emb.with_padding_idx(1)?.padding_idx(), Some(1));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn padding_idx(&self) -> Option<usize> {
         self.padding_idx
     }

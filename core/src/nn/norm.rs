@@ -146,6 +146,15 @@ macro_rules! batch_norm_layer {
             /// [`Error::InvalidArgument`] for zero features, a negative,
             /// infinite or NaN `eps`, or `momentum` outside `[0, 1]`;
             /// [`Error::UnsupportedDType`] for non-float dtypes.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::{", stringify!($ty), ", Module};")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
+            /// assert_eq!(bn.parameters().len(), 2);
+            #[doc = concat!("assert!(", stringify!($ty), "::new(3, 1e-5, 2.0, true, DType::F32, &Device::cpu()).is_err());")]
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn new(
                 num_features: usize,
                 eps: f64,
@@ -168,32 +177,82 @@ macro_rules! batch_norm_layer {
             }
 
             /// `[C]` scale, when affine.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
+            /// assert_eq!(bn.weight().unwrap().to_vec::<f32>()?, vec![1.0; 3]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn weight(&self) -> Option<&Tensor> {
                 self.inner.weight.as_ref()
             }
 
             /// `[C]` shift, when affine.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
+            /// assert_eq!(bn.bias().unwrap().to_vec::<f32>()?, vec![0.0; 3]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn bias(&self) -> Option<&Tensor> {
                 self.inner.bias.as_ref()
             }
 
             /// The running mean (a buffer, updated in training mode).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
+            /// assert_eq!(bn.running_mean().to_vec::<f32>()?, vec![0.0; 3]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn running_mean(&self) -> &Tensor {
                 &self.inner.running_mean
             }
 
             /// The running (unbiased) variance (a buffer).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
+            /// assert_eq!(bn.running_var().to_vec::<f32>()?, vec![1.0; 3]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn running_var(&self) -> &Tensor {
                 &self.inner.running_var
             }
 
             /// How many training-mode forwards have run (an `I64` scalar
             /// buffer).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
+            /// assert_eq!(bn.num_batches_tracked().to_vec::<i64>()?, vec![0]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn num_batches_tracked(&self) -> &Tensor {
                 &self.inner.num_batches_tracked
             }
 
             /// Whether the layer is in training mode.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::{", stringify!($ty), ", Module};")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
+            /// assert!(bn.is_training());
+            /// bn.eval();
+            /// assert!(!bn.is_training());
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn is_training(&self) -> bool {
                 self.inner.is_training()
             }
@@ -283,6 +342,15 @@ impl GroupNorm {
     /// [`Error::InvalidArgument`] unless `num_groups > 0` divides
     /// `num_channels`, or for a negative, infinite or NaN `eps`;
     /// [`Error::UnsupportedDType`] for non-float dtypes.
+    ///
+    /// ```
+    /// use kael_core::nn::GroupNorm;
+    /// use kael_core::{DType, Device};
+    /// let gn = GroupNorm::new(2, 6, 1e-5, false, DType::F64, &Device::cpu())?;
+    /// assert!(gn.weight.is_none());
+    /// assert!(GroupNorm::new(4, 6, 1e-5, true, DType::F64, &Device::cpu()).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn new(
         num_groups: usize,
         num_channels: usize,
@@ -323,6 +391,13 @@ impl GroupNorm {
     }
 
     /// The number of groups.
+    ///
+    /// ```
+    /// use kael_core::nn::GroupNorm;
+    /// use kael_core::{DType, Device};
+    /// assert_eq!(GroupNorm::new(2, 6, 1e-5, true, DType::F32, &Device::cpu())?.num_groups(), 2);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn num_groups(&self) -> usize {
         self.num_groups
     }

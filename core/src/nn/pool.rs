@@ -89,16 +89,37 @@ macro_rules! pool_builders {
             }
 
             /// Kernel size (height, width).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            #[doc = concat!("let p = ", stringify!($ty), "::new([3, 2])?.with_stride([1, 1])?.with_padding([1, 1])?;")]
+            /// assert_eq!(p.kernel_size(), [3, 2]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn kernel_size(&self) -> [usize; 2] {
                 self.spec.kernel
             }
 
             /// Stride (height, width).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            #[doc = concat!("let p = ", stringify!($ty), "::new([3, 2])?.with_stride([1, 1])?.with_padding([1, 1])?;")]
+            /// assert_eq!(p.stride(), [1, 1]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn stride(&self) -> [usize; 2] {
                 self.spec.stride
             }
 
             /// Padding (height, width).
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
+            #[doc = concat!("let p = ", stringify!($ty), "::new([3, 2])?.with_stride([1, 1])?.with_padding([1, 1])?;")]
+            /// assert_eq!(p.padding(), [1, 1]);
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
             pub fn padding(&self) -> [usize; 2] {
                 self.spec.padding
             }
@@ -172,6 +193,12 @@ impl AvgPool2d {
     }
 
     /// Whether padding counts in the divisor.
+    ///
+    /// ```
+    /// use kael_core::nn::AvgPool2d;
+    /// assert!(AvgPool2d::new([2, 2])?.count_include_pad());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
     pub fn count_include_pad(&self) -> bool {
         self.count_include_pad
     }
