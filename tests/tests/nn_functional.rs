@@ -350,6 +350,24 @@ test_device!(conv_transpose_matches_pytorch, |dev| {
         &up.forward(&fill(&[1, 2, 3, 4], 1.0, DType::F64, dev)?)?,
         e::CONVT2D,
     );
+    let up = ConvTranspose1d::from_weights(
+        fill(&[4, 3, 3], 2.0, DType::F64, dev)?,
+        Some(fill(&[6], 3.0, DType::F64, dev)?),
+    )?
+    .with_groups(2)?
+    .with_stride(2)?
+    .with_padding(1)
+    .with_output_padding(1)
+    .with_dilation(2)?;
+    close(
+        &up.forward(&fill(&[2, 4, 5], 1.0, DType::F64, dev)?)?,
+        e::CONVT1D,
+    );
+    let short = ConvTranspose1d::from_weights(
+        fill(&[4, 3, 3], 2.0, DType::F64, dev)?,
+        Some(fill(&[3], 3.0, DType::F64, dev)?),
+    )?;
+    assert!(short.with_groups(2).is_err());
     let up = ConvTranspose1d::from_weights(fill(&[4, 3, 3], 2.0, DType::F64, dev)?, None)?
         .with_groups(2)?
         .with_stride(2)?

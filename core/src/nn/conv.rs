@@ -817,12 +817,15 @@ macro_rules! conv_transpose {
             }
 
             /// A layer over given tensors (stride 1, no padding, one
-            /// group).
+            /// group). The bias is `[out_channels]`, which is
+            /// `[weight.shape()[1] · groups]`: its length is checked by
+            /// [`with_groups`](Self::with_groups) and the forward, since the
+            /// groups are set after this.
             ///
             /// # Errors
             /// [`Error::RankMismatch`] for the wrong weight rank;
-            /// [`Error::ShapeMismatch`] for a bias that is not
-            /// `[weight.shape()[1]]`.
+            /// [`Error::ShapeMismatch`] for a bias that is not rank 1;
+            /// dtype or device mismatch between them.
             ///
             /// ```
             #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
@@ -830,11 +833,16 @@ macro_rules! conv_transpose {
             /// let dev = Device::cpu();
             #[doc = concat!("let w = Tensor::zeros(&", $wshape, ", DType::F32, &dev)?;")]
             #[doc = concat!("assert!(", stringify!($ty), "::from_weights(w.clone(), Some(Tensor::zeros(&[2], DType::F32, &dev)?)).is_ok());")]
-            #[doc = concat!("assert!(", stringify!($ty), "::from_weights(w, Some(Tensor::zeros(&[3], DType::F32, &dev)?)).is_err());")]
+            #[doc = concat!("assert!(", stringify!($ty), "::from_weights(w, Some(Tensor::zeros(&[2, 1], DType::F32, &dev)?)).is_err());")]
             /// # Ok::<(), kael_core::Error>(())
             /// ```
             pub fn from_weights(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
-                let o = weight.shape().get(1).copied().unwrap_or(0);
+                // Any rank-1 bias passes here (its length depends on the
+                // groups); a bias of another rank is compared with `[out]`.
+                let o = match &bias {
+                    Some(b) if b.rank() == 1 => b.shape()[0],
+                    _ => weight.shape().get(1).copied().unwrap_or(0),
+                };
                 check_weights($name, $rank, $rank_msg, &weight, &bias, o)?;
                 Ok(Self {
                     weight,
@@ -927,23 +935,34 @@ macro_rules! conv_transpose {
             ///
             /// # Errors
             /// [`Error::InvalidArgument`] unless `groups > 0` divides
-            /// `in_channels`.
+            /// `in_channels` and the bias (if any) has
+            /// `weight.shape()[1] · groups` elements.
             ///
             /// ```
             #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
-            /// use kael_core::{Device, Rng};
-            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
+            /// use kael_core::{DType, Device, Tensor};
+            /// let dev = Device::cpu();
+            #[doc = concat!("let w = Tensor::zeros(&", $wshape, ", DType::F32, &dev)?;")]
+            /// let b4 = Tensor::zeros(&[4], DType::F32, &dev)?; // 2 · 2 output channels
+            #[doc = concat!("let up = ", stringify!($ty), "::from_weights(w.clone(), Some(b4))?;")]
             /// assert_eq!(up.with_groups(2)?.groups(), 2);
-            #[doc = concat!("let up = ", stringify!($ty), "::new(2, 2, ", $k, ", &Device::cpu(), &mut Rng::new(0))?;")]
-            /// assert!(up.with_groups(3).is_err());
+            /// let b2 = Tensor::zeros(&[2], DType::F32, &dev)?;
+            #[doc = concat!("let up = ", stringify!($ty), "::from_weights(w, Some(b2))?;")]
+            /// assert!(up.with_groups(2).is_err()); // the bias is not [2 · 2]
             /// # Ok::<(), kael_core::Error>(())
             /// ```
             pub fn with_groups(mut self, groups: usize) -> Result<Self> {
-                self.groups = set_groups(
-                    concat!($name, "::with_groups"),
-                    self.weight.shape()[0],
-                    groups,
-                )?;
+                const OP: &str = concat!($name, "::with_groups");
+                let groups = set_groups(OP, self.weight.shape()[0], groups)?;
+                if let Some(b) = &self.bias {
+                    if Some(b.shape()[0]) != self.weight.shape()[1].checked_mul(groups) {
+                        return Err(Error::InvalidArgument {
+                            op: OP,
+                            reason: "the bias must have out_channels = weight.shape()[1] · groups elements; pass a matching bias to from_weights or other groups",
+                        });
+                    }
+                }
+                self.groups = groups;
                 Ok(self)
             }
 
