@@ -670,15 +670,15 @@ test_device!(batch_norm_layer_tracks_running_stats_as_pytorch, |dev| {
     assert!(bn.is_training());
     bn.forward(&fill(&[4, 3, 2], 1.0, DType::F64, dev)?)?;
     bn.forward(&fill(&[4, 3, 2], 7.0, DType::F64, dev)?)?;
-    close(bn.running_mean(), e::BN1D_LAYER_RM);
-    close(bn.running_var(), e::BN1D_LAYER_RV);
-    assert_eq!(bn.num_batches_tracked().to_vec::<i64>()?, [2]);
+    close(bn.running_mean().unwrap(), e::BN1D_LAYER_RM);
+    close(bn.running_var().unwrap(), e::BN1D_LAYER_RV);
+    assert_eq!(bn.num_batches_tracked().unwrap().to_vec::<i64>()?, [2]);
     bn.eval();
     close(
         &bn.forward(&fill(&[2, 3, 2], 8.0, DType::F64, dev)?)?,
         e::BN1D_LAYER_EVAL,
     );
-    close(bn.running_mean(), e::BN1D_LAYER_RM);
+    close(bn.running_mean().unwrap(), e::BN1D_LAYER_RM);
     // Buffers are state, not parameters; the names are PyTorch's.
     let keys: Vec<String> = bn.state_dict().into_iter().map(|(n, _)| n).collect();
     assert_eq!(keys, e::BN_STATE_DICT_KEYS);
@@ -687,13 +687,13 @@ test_device!(batch_norm_layer_tracks_running_stats_as_pytorch, |dev| {
     // load_state_dict restores the running statistics
     let fresh = BatchNorm1d::new(3, 1e-5, 0.1, true, DType::F64, dev)?;
     fresh.load_state_dict(&bn.state_dict())?;
-    close(fresh.running_var(), e::BN1D_LAYER_RV);
+    close(fresh.running_var().unwrap(), e::BN1D_LAYER_RV);
     // 2-d
     let bn2 = BatchNorm2d::new(3, 1e-5, 0.1, true, DType::F64, dev)?;
     let x = fill(&[4, 3, 2, 2], 1.0, DType::F64, dev)?;
     bn2.forward(&x)?;
     assert_close64(
-        &v64(bn2.running_mean()),
+        &v64(bn2.running_mean().unwrap()),
         &v64(&{
             let rm = fill(&[3], 5.0, DType::F64, dev)?.mul_scalar(0.0)?;
             F::batch_norm(
@@ -714,6 +714,22 @@ test_device!(batch_norm_layer_tracks_running_stats_as_pytorch, |dev| {
         bn2.forward(&fill(&[4, 3, 2], 1.0, DType::F64, dev)?)
             .is_err()
     );
+    // momentum=None: the cumulative average
+    let bn = BatchNorm1d::new(3, 1e-5, 0.1, true, DType::F64, dev)?.with_cumulative_average();
+    for seed in [1.0, 7.0, 3.0] {
+        bn.forward(&fill(&[4, 3, 2], seed, DType::F64, dev)?)?;
+    }
+    close(bn.running_mean().unwrap(), e::BN1D_CMA_RM);
+    close(bn.running_var().unwrap(), e::BN1D_CMA_RV);
+    // track_running_stats=False: batch statistics in eval too, no buffers
+    let bn = BatchNorm1d::new(3, 1e-5, 0.1, true, DType::F64, dev)?.without_running_stats();
+    bn.eval();
+    close(
+        &bn.forward(&fill(&[2, 3, 2], 8.0, DType::F64, dev)?)?,
+        e::BN1D_NOTRACK_EVAL,
+    );
+    let keys: Vec<String> = bn.state_dict().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(keys, e::BN_NOTRACK_KEYS);
     Ok(())
 });
 
@@ -858,6 +874,7 @@ test_device!(constructors_take_a_dtype, |dev| {
         assert_eq!(
             BatchNorm2d::new(3, 1e-5, 0.1, true, dtype, dev)?
                 .running_var()
+                .unwrap()
                 .dtype(),
             dtype
         );
@@ -1175,8 +1192,14 @@ test_device!(
             bn.forward(&x.narrow(0, 0, 1)?.narrow(2, 0, 1)?.narrow(3, 0, 1)?)
                 .is_err()
         );
-        assert_eq!(bn.running_mean().to_vec::<f32>()?, vec![0.0; 4]);
-        assert_eq!(bn.num_batches_tracked().to_vec::<i64>()?, [0]);
+        assert_eq!(bn.running_mean().unwrap().to_vec::<f32>()?, vec![0.0; 4]);
+        assert_eq!(bn.num_batches_tracked().unwrap().to_vec::<i64>()?, [0]);
+        let bn = bn.with_cumulative_average();
+        assert!(
+            bn.forward(&x.narrow(0, 0, 1)?.narrow(2, 0, 1)?.narrow(3, 0, 1)?)
+                .is_err()
+        );
+        assert_eq!(bn.num_batches_tracked().unwrap().to_vec::<i64>()?, [0]);
         Ok(())
     }
 );

@@ -7,7 +7,9 @@
 //! [`Module::to`], and not in [`Module::parameters`]. They are updated in
 //! place during a training-mode forward (so every handle sees the update),
 //! never by an optimizer. `num_batches_tracked` (an `I64` scalar) is kept
-//! as PyTorch keeps it, so state dicts carry the same names.
+//! as PyTorch keeps it, so state dicts carry the same names. PyTorch's
+//! `momentum=None` and `track_running_stats=False` are the builders
+//! `with_cumulative_average` and `without_running_stats`.
 
 use super::functional;
 use super::module::{Module, Visitor};
@@ -22,11 +24,12 @@ use crate::tensor::Tensor;
 struct BatchNorm {
     weight: Option<Tensor>,
     bias: Option<Tensor>,
-    running_mean: Tensor,
-    running_var: Tensor,
-    num_batches_tracked: Tensor,
+    /// `(running_mean, running_var, num_batches_tracked)`, unless built
+    /// without running statistics.
+    running: Option<(Tensor, Tensor, Tensor)>,
     eps: f64,
-    momentum: f64,
+    /// `None`: a cumulative moving average (PyTorch's `momentum=None`).
+    momentum: Option<f64>,
     training: Lock<bool>,
 }
 
@@ -72,11 +75,13 @@ impl BatchNorm {
         Ok(Self {
             weight,
             bias,
-            running_mean: Tensor::zeros(&c, dtype, device)?,
-            running_var: Tensor::ones(&c, dtype, device)?,
-            num_batches_tracked: Tensor::zeros(&[], DType::I64, device)?,
+            running: Some((
+                Tensor::zeros(&c, dtype, device)?,
+                Tensor::ones(&c, dtype, device)?,
+                Tensor::zeros(&[], DType::I64, device)?,
+            )),
             eps,
-            momentum,
+            momentum: Some(momentum),
             training: Lock::new(true),
         })
     }
@@ -86,20 +91,35 @@ impl BatchNorm {
     }
 
     fn forward(&self, op: &'static str, input: &Tensor) -> Result<Tensor> {
-        let training = self.is_training();
+        // Without running statistics, batch statistics normalise in both
+        // modes (PyTorch's `track_running_stats=False`).
+        let training = self.is_training() || self.running.is_none();
+        let (rm, rv, tracked) = match &self.running {
+            Some((m, v, n)) => (Some(m), Some(v), Some(n)),
+            None => (None, None, None),
+        };
+        let factor = match (self.momentum, tracked) {
+            (Some(m), _) => m,
+            // PyTorch counts this batch first, then averages over all.
+            (None, Some(n)) if training => {
+                let seen = n.to_vec::<i64>()?.first().copied().unwrap_or(0);
+                1.0 / (seen as f64 + 1.0)
+            }
+            (None, _) => 0.0,
+        };
         let y = functional::batch_norm_op(
             op,
             input,
-            Some(&self.running_mean),
-            Some(&self.running_var),
+            rm,
+            rv,
             self.weight.as_ref(),
             self.bias.as_ref(),
             training,
-            self.momentum,
+            factor,
             self.eps,
         )?;
-        if training {
-            no_grad(|| self.num_batches_tracked.add_scalar_(1.0))?;
+        if let (true, Some(n)) = (training, tracked) {
+            no_grad(|| n.add_scalar_(1.0))?;
         }
         Ok(y)
     }
@@ -111,14 +131,16 @@ impl BatchNorm {
         if let Some(b) = &self.bias {
             v.param("bias", b);
         }
-        v.buffer("running_mean", &self.running_mean);
-        v.buffer("running_var", &self.running_var);
-        v.buffer("num_batches_tracked", &self.num_batches_tracked);
+        if let Some((m, var, n)) = &self.running {
+            v.buffer("running_mean", m);
+            v.buffer("running_var", var);
+            v.buffer("num_batches_tracked", n);
+        }
     }
 }
 
 macro_rules! batch_norm_layer {
-    ($ty:ident, $name:literal, $new_op:literal, $ranks:pat, $rank_msg:literal, $doc:literal, $example:literal) => {
+    ($ty:ident, $name:literal, $new_op:literal, $ranks:pat, $rank_msg:literal, $doc:literal, $example:literal, $shape2:literal) => {
         #[doc = $doc]
         ///
         /// Training mode (the default, as PyTorch) normalises with the
@@ -176,6 +198,51 @@ macro_rules! batch_norm_layer {
                 })
             }
 
+            /// The same layer averaging the running statistics over every
+            /// training batch so far instead of with a momentum (PyTorch's
+            /// `momentum=None`): batch `k` (from 1) is weighted `1 / k`.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::{", stringify!($ty), ", Module};")]
+            /// use kael_core::{DType, Device, Tensor};
+            /// let dev = Device::cpu();
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(1, 0.0, 0.1, false, DType::F64, &dev)?.with_cumulative_average();")]
+            #[doc = concat!("let x = |v: f64| Tensor::from_slice(&[v, v + 2.0], &", $shape2, ", &dev);")]
+            /// bn.forward(&x(1.0)?)?;
+            /// bn.forward(&x(5.0)?)?;
+            /// assert_eq!(bn.running_mean().unwrap().to_vec::<f64>()?, vec![4.0]); // (2 + 6) / 2
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
+            pub fn with_cumulative_average(self) -> Self {
+                Self {
+                    inner: BatchNorm {
+                        momentum: None,
+                        ..self.inner
+                    },
+                }
+            }
+
+            /// The same layer without running statistics (PyTorch's
+            /// `track_running_stats=False`): no buffers, and batch
+            /// statistics normalise in evaluation mode too.
+            ///
+            /// ```
+            #[doc = concat!("use kael_core::nn::{", stringify!($ty), ", Module};")]
+            /// use kael_core::{DType, Device};
+            #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?.without_running_stats();")]
+            /// assert!(bn.running_mean().is_none());
+            /// assert_eq!(bn.state_dict().len(), 2); // weight and bias
+            /// # Ok::<(), kael_core::Error>(())
+            /// ```
+            pub fn without_running_stats(self) -> Self {
+                Self {
+                    inner: BatchNorm {
+                        running: None,
+                        ..self.inner
+                    },
+                }
+            }
+
             /// `[C]` scale, when affine.
             ///
             /// ```
@@ -202,44 +269,46 @@ macro_rules! batch_norm_layer {
                 self.inner.bias.as_ref()
             }
 
-            /// The running mean (a buffer, updated in training mode).
+            /// The running mean (a buffer, updated in training mode), unless
+            /// built [`without_running_stats`](Self::without_running_stats).
             ///
             /// ```
             #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
             /// use kael_core::{DType, Device};
             #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
-            /// assert_eq!(bn.running_mean().to_vec::<f32>()?, vec![0.0; 3]);
+            /// assert_eq!(bn.running_mean().unwrap().to_vec::<f32>()?, vec![0.0; 3]);
             /// # Ok::<(), kael_core::Error>(())
             /// ```
-            pub fn running_mean(&self) -> &Tensor {
-                &self.inner.running_mean
+            pub fn running_mean(&self) -> Option<&Tensor> {
+                self.inner.running.as_ref().map(|r| &r.0)
             }
 
-            /// The running (unbiased) variance (a buffer).
+            /// The running (unbiased) variance (a buffer), unless built
+            /// without running statistics.
             ///
             /// ```
             #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
             /// use kael_core::{DType, Device};
             #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
-            /// assert_eq!(bn.running_var().to_vec::<f32>()?, vec![1.0; 3]);
+            /// assert_eq!(bn.running_var().unwrap().to_vec::<f32>()?, vec![1.0; 3]);
             /// # Ok::<(), kael_core::Error>(())
             /// ```
-            pub fn running_var(&self) -> &Tensor {
-                &self.inner.running_var
+            pub fn running_var(&self) -> Option<&Tensor> {
+                self.inner.running.as_ref().map(|r| &r.1)
             }
 
             /// How many training-mode forwards have run (an `I64` scalar
-            /// buffer).
+            /// buffer), unless built without running statistics.
             ///
             /// ```
             #[doc = concat!("use kael_core::nn::", stringify!($ty), ";")]
             /// use kael_core::{DType, Device};
             #[doc = concat!("let bn = ", stringify!($ty), "::new(3, 1e-5, 0.1, true, DType::F32, &Device::cpu())?;")]
-            /// assert_eq!(bn.num_batches_tracked().to_vec::<i64>()?, vec![0]);
+            /// assert_eq!(bn.num_batches_tracked().unwrap().to_vec::<i64>()?, vec![0]);
             /// # Ok::<(), kael_core::Error>(())
             /// ```
-            pub fn num_batches_tracked(&self) -> &Tensor {
-                &self.inner.num_batches_tracked
+            pub fn num_batches_tracked(&self) -> Option<&Tensor> {
+                self.inner.running.as_ref().map(|r| &r.2)
             }
 
             /// Whether the layer is in training mode.
@@ -296,7 +365,8 @@ batch_norm_layer!(
     2 | 3,
     "2 ([N, C]) or 3 ([N, C, L])",
     "Batch normalisation over `[N, C]` or `[N, C, L]` (PyTorch's `nn.BatchNorm1d`).",
-    "use kael_core::nn::{BatchNorm1d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm1d::new(2, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet x = Tensor::from_slice(&[1.0f32, 10.0, 3.0, 30.0], &[2, 2], &dev)?;\nbn.forward(&x)?;\nassert_eq!(bn.running_mean().to_vec::<f32>()?, vec![0.2, 2.0]);\nassert_eq!(bn.running_var().to_vec::<f32>()?, vec![0.9 + 0.1 * 2.0, 0.9 + 0.1 * 200.0]);\nassert_eq!(bn.state_dict().len(), 5);\nassert_eq!(bn.parameters().len(), 2);"
+    "use kael_core::nn::{BatchNorm1d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm1d::new(2, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet x = Tensor::from_slice(&[1.0f32, 10.0, 3.0, 30.0], &[2, 2], &dev)?;\nbn.forward(&x)?;\nassert_eq!(bn.running_mean().unwrap().to_vec::<f32>()?, vec![0.2, 2.0]);\nassert_eq!(bn.running_var().unwrap().to_vec::<f32>()?, vec![0.9 + 0.1 * 2.0, 0.9 + 0.1 * 200.0]);\nassert_eq!(bn.state_dict().len(), 5);\nassert_eq!(bn.parameters().len(), 2);",
+    "[2, 1]"
 );
 
 batch_norm_layer!(
@@ -306,7 +376,8 @@ batch_norm_layer!(
     4,
     "4 ([N, C, H, W])",
     "Batch normalisation over `[N, C, H, W]` (PyTorch's `nn.BatchNorm2d`).",
-    "use kael_core::nn::{BatchNorm2d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm2d::new(3, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet y = bn.forward(&Tensor::ones(&[2, 3, 4, 4], DType::F32, &dev)?)?;\nassert_eq!(y.to_vec::<f32>()?, vec![0.0; 96]);\nbn.eval();\nlet y = bn.forward(&Tensor::ones(&[1, 3, 1, 1], DType::F32, &dev)?)?;\nassert!((y.to_vec::<f32>()?[0] - 0.9 / (0.9f32 + 1e-5).sqrt()).abs() < 1e-6);"
+    "use kael_core::nn::{BatchNorm2d, Module};\nuse kael_core::{DType, Device, Tensor};\nlet dev = Device::cpu();\nlet bn = BatchNorm2d::new(3, 1e-5, 0.1, true, DType::F32, &dev)?;\nlet y = bn.forward(&Tensor::ones(&[2, 3, 4, 4], DType::F32, &dev)?)?;\nassert_eq!(y.to_vec::<f32>()?, vec![0.0; 96]);\nbn.eval();\nlet y = bn.forward(&Tensor::ones(&[1, 3, 1, 1], DType::F32, &dev)?)?;\nassert!((y.to_vec::<f32>()?[0] - 0.9 / (0.9f32 + 1e-5).sqrt()).abs() < 1e-6);",
+    "[2, 1, 1, 1]"
 );
 
 /// Group normalisation (PyTorch's `nn.GroupNorm`): the `C` channels of

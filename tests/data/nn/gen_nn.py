@@ -173,6 +173,18 @@ bn.eval()
 emit("BN1D_LAYER_EVAL", bn(fill([2, 3, 2], 8)))
 OUT.append(f"pub const BN_STATE_DICT_KEYS: &[&str] = &{list(bn.state_dict().keys())!r};".replace("'", '"'))
 
+# momentum=None (cumulative average) over three batches
+bn = torch.nn.BatchNorm1d(3, momentum=None, dtype=torch.float64)
+for seed in (1, 7, 3):
+    bn(fill([4, 3, 2], seed))
+emit("BN1D_CMA_RM", bn.running_mean)
+emit("BN1D_CMA_RV", bn.running_var)
+# track_running_stats=False: batch statistics in eval too
+bn = torch.nn.BatchNorm1d(3, track_running_stats=False, dtype=torch.float64)
+bn.eval()
+emit("BN1D_NOTRACK_EVAL", bn(fill([2, 3, 2], 8)))
+OUT.append(f"pub const BN_NOTRACK_KEYS: &[&str] = &{list(bn.state_dict().keys())!r};".replace("'", '"'))
+
 # group norm
 case("GROUP_NORM", lambda x, w, b: F.group_norm(x, 3, w, b, 1e-5),
      [([2, 6, 3, 2], 1), ([6], 2), ([6], 3)], ["X", "W", "B"])
