@@ -4,6 +4,7 @@ use super::dropout::Dropout;
 use super::linear::Linear;
 use super::module::{Module, Visitor};
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::error::{ErrShape, Error, Result};
 use crate::rng::Rng;
 use crate::tensor::Tensor;
@@ -62,6 +63,30 @@ impl CausalSelfAttention {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
+        Self::new_in(n_embd, n_head, dropout, DType::F32, device, rng)
+    }
+
+    /// [`CausalSelfAttention::new`] with parameters of `dtype`.
+    ///
+    /// # Errors
+    /// As [`CausalSelfAttention::new`]; [`Error::UnsupportedDType`] for
+    /// non-float dtypes.
+    ///
+    /// ```
+    /// use kael_core::nn::CausalSelfAttention;
+    /// use kael_core::{DType, Device, Rng};
+    /// let a = CausalSelfAttention::new_in(8, 2, 0.0, DType::F64, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(a.c_attn.weight.dtype(), DType::F64);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new_in(
+        n_embd: usize,
+        n_head: usize,
+        dropout: f64,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
         if n_head == 0 || n_embd % n_head != 0 {
             return Err(Error::InvalidArgument {
                 op: "CausalSelfAttention",
@@ -73,8 +98,8 @@ impl CausalSelfAttention {
             reason: "3 * n_embd overflows usize; use a smaller n_embd",
         })?;
         Ok(Self {
-            c_attn: Linear::new(n_embd, three, true, device, rng)?,
-            c_proj: Linear::new(n_embd, n_embd, true, device, rng)?,
+            c_attn: Linear::new_in(n_embd, three, true, dtype, device, rng)?,
+            c_proj: Linear::new_in(n_embd, n_embd, true, dtype, device, rng)?,
             attn_dropout: Dropout::new(dropout, rng)?,
             resid_dropout: Dropout::new(dropout, rng)?,
             n_head,
@@ -85,18 +110,6 @@ impl CausalSelfAttention {
     pub fn n_head(&self) -> usize {
         self.n_head
     }
-}
-
-/// `[t, t]` additive mask: 0 where key `j <=` query `i` (may attend),
-/// `-inf` elsewhere. Added to the scores (an add's backward passes the
-/// gradient through untouched), so masked weights are exactly 0 after the
-/// softmax; the diagonal is always open, so no row is all `-inf`.
-fn causal_mask(t: usize, dtype: crate::dtype::DType, device: &Device) -> Result<Tensor> {
-    let pos = Tensor::arange(0i64, t as i64, device)?;
-    let open = pos.unsqueeze(0)?.le(&pos.unsqueeze(1)?)?;
-    let zero = Tensor::full(&[], 0.0, dtype, device)?;
-    let neg_inf = Tensor::full(&[], f64::NEG_INFINITY, dtype, device)?;
-    open.where_cond(&zero, &neg_inf)
 }
 
 impl Module for CausalSelfAttention {
@@ -131,12 +144,9 @@ impl Module for CausalSelfAttention {
             .reshape(&[b, t, 3, h, hd])?
             .permute(&[2, 0, 3, 1, 4])?;
         let (q, k, v) = (qkv.select(0, 0)?, qkv.select(0, 1)?, qkv.select(0, 2)?);
-        // The 1/√hd scale goes on q ([.., T, hd]) rather than on the scores
-        // ([.., T, T]): the same product, fewer elements to scale.
-        let q = q.mul_scalar(1.0 / libm::sqrt(hd as f64))?;
-        let scores = q.matmul(&k.transpose(-2, -1)?)?;
-        let scores = scores.add(&causal_mask(t, scores.dtype(), &input.device())?)?;
-        let att = self.attn_dropout.forward(&scores.softmax(-1)?)?;
+        // softmax(q kᵀ / √hd + causal mask), as scaled_dot_product_attention.
+        let att = super::functional::attention_weights(OP, &q, &k, None, None, true, None)?;
+        let att = self.attn_dropout.forward(&att)?;
         // [B, H, T, hd] -> [B, T, H, hd] -> [B, T, C]
         let y = att.matmul(&v)?.transpose(1, 2)?.reshape(&[b, t, c])?;
         self.resid_dropout.forward(&self.c_proj.forward(&y)?)

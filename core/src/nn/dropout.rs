@@ -1,7 +1,7 @@
 //! Seeded dropout.
 
 use super::module::Module;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rng::Rng;
 use crate::shared::Lock;
 use crate::tensor::Tensor;
@@ -39,19 +39,14 @@ impl Dropout {
     /// draw).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] unless `0 <= p <= 1`.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `0 <= p <= 1`.
     ///
     /// ```
     /// use kael_core::{nn::Dropout, Rng};
     /// assert!(Dropout::new(1.5, &mut Rng::new(0)).is_err());
     /// ```
     pub fn new(p: f64, rng: &mut Rng) -> Result<Self> {
-        if !(0.0..=1.0).contains(&p) {
-            return Err(Error::InvalidArgument {
-                op: "Dropout",
-                reason: "the drop probability p must be in [0, 1]",
-            });
-        }
+        super::functional::check_dropout_p("Dropout", p)?;
         Ok(Self {
             p,
             training: Lock::new(true),
@@ -75,29 +70,23 @@ impl Module for Dropout {
     /// itself (same handle).
     ///
     /// # Errors
-    /// [`Error::UnsupportedDType`] for non-float inputs in training mode;
-    /// [`Error::OutOfMemory`].
+    /// [`Error::UnsupportedDType`](crate::Error::UnsupportedDType) for non-float inputs in training mode;
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory).
     fn forward(&self, input: &Tensor) -> Result<Tensor> {
-        if !self.is_training() || self.p == 0.0 {
-            return Ok(input.clone());
+        if !self.is_training() || self.p == 0.0 || self.p == 1.0 {
+            // No mask to draw: the generator is left as it is.
+            return super::functional::dropout_op(
+                "Dropout",
+                input,
+                self.p,
+                self.is_training(),
+                &mut Rng::new(0),
+            );
         }
-        if self.p == 1.0 {
-            return input.mul_scalar(0.0);
-        }
-        let dtype = input.dtype();
-        dtype.require_float("Dropout")?;
-        let dev = input.device();
         // One draw under the lock (a short critical section), then a local
         // generator seeded from it for the mask.
         let mut rng = Rng::new(self.rng.with(|r| r.next_u64()));
-        let noise = Tensor::rand(input.shape(), dtype, &dev, &mut rng)?;
-        let keep = crate::autograd::no_grad(|| {
-            noise
-                .ge(&noise.scalar_like(self.p)?)?
-                .to_dtype(dtype)?
-                .mul_scalar(1.0 / (1.0 - self.p))
-        })?;
-        input.mul(&keep)
+        super::functional::dropout_op("Dropout", input, self.p, true, &mut rng)
     }
 
     fn set_training(&self, on: bool) {

@@ -9,7 +9,9 @@ use crate::rng::Rng;
 use crate::tensor::Tensor;
 
 /// Rows of `weight` (`[num_embeddings, embedding_dim]`) picked by integer
-/// ids (PyTorch's `nn.Embedding`, without `padding_idx` or `max_norm`).
+/// ids (PyTorch's `nn.Embedding`, without `max_norm`; `padding_idx` through
+/// [`Embedding::with_padding_idx`]). The computation is
+/// [`embedding`](super::functional::embedding).
 ///
 /// Default init (see [`init`]): `N(0, 1)`, f32, requiring grad. The
 /// gradient of a row is the sum of the output gradients of every position
@@ -27,6 +29,7 @@ use crate::tensor::Tensor;
 pub struct Embedding {
     /// `[num_embeddings, embedding_dim]`.
     pub weight: Tensor,
+    padding_idx: Option<usize>,
 }
 
 impl Embedding {
@@ -48,16 +51,119 @@ impl Embedding {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
+        Self::init(
+            "Embedding",
+            num_embeddings,
+            embedding_dim,
+            DType::F32,
+            device,
+            rng,
+        )
+    }
+
+    /// [`Embedding::new`] with a table of `dtype` (drawn in that dtype
+    /// directly).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for non-float dtypes;
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::nn::Embedding;
+    /// use kael_core::{DType, Device, Rng};
+    /// let emb = Embedding::new_in(10, 3, DType::F64, &Device::cpu(), &mut Rng::new(3))?;
+    /// assert_eq!(emb.weight.dtype(), DType::F64);
+    /// assert!(Embedding::new_in(10, 3, DType::I64, &Device::cpu(), &mut Rng::new(3)).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new_in(
+        num_embeddings: usize,
+        embedding_dim: usize,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Self::init(
+            "Embedding::new_in",
+            num_embeddings,
+            embedding_dim,
+            dtype,
+            device,
+            rng,
+        )
+    }
+
+    /// The constructors, naming `op` in their errors.
+    fn init(
+        op: &'static str,
+        num_embeddings: usize,
+        embedding_dim: usize,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        dtype.require_float(op)?;
+        crate::shape::checked_numel(op, &[num_embeddings, embedding_dim])?;
         let weight = init::normal(
             &[num_embeddings, embedding_dim],
             0.0,
             1.0,
-            DType::F32,
+            dtype,
             device,
             rng,
         )?
         .requires_grad_(true)?;
-        Ok(Self { weight })
+        Ok(Self {
+            weight,
+            padding_idx: None,
+        })
+    }
+
+    /// The same table with `padding_idx`: positions that pick that row
+    /// pass it no gradient (its gradient is always zero, as PyTorch). The
+    /// row keeps its values (as PyTorch's `Embedding.from_pretrained`;
+    /// `nn.Embedding(padding_idx=…)` also zeroes it at construction: do
+    /// that with `weight.select(0, idx)?.fill_(0.0)` under `no_grad`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless `padding_idx < num_embeddings`.
+    ///
+    /// ```
+    /// use kael_core::nn::{Embedding, Module};
+    /// use kael_core::{Device, Rng, Tensor};
+    /// let dev = Device::cpu();
+    /// let emb = Embedding::new(4, 2, &dev, &mut Rng::new(0))?.with_padding_idx(0)?;
+    /// let ids = Tensor::from_slice(&[0i64, 1, 0], &[3], &dev)?;
+    /// emb.forward(&ids)?.sum_all()?.backward()?;
+    /// assert_eq!(emb.weight.grad().unwrap().to_vec::<f32>()?[..4], [0.0, 0.0, 1.0, 1.0]);
+    /// assert!(emb.with_padding_idx(4).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn with_padding_idx(self, padding_idx: usize) -> Result<Self> {
+        if padding_idx >= self.num_embeddings() {
+            return Err(Error::InvalidArgument {
+                op: "Embedding::with_padding_idx",
+                reason: "padding_idx must be a row of the table (below num_embeddings); pass a valid row",
+            });
+        }
+        Ok(Self {
+            padding_idx: Some(padding_idx),
+            ..self
+        })
+    }
+
+    /// The padding row, if any.
+    ///
+    /// ```
+    /// use kael_core::nn::Embedding;
+    /// use kael_core::{Device, Rng};
+    /// let emb = Embedding::new(4, 2, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(emb.padding_idx(), None);
+    /// assert_eq!(emb.with_padding_idx(1)?.padding_idx(), Some(1));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn padding_idx(&self) -> Option<usize> {
+        self.padding_idx
     }
 
     /// A table over a given `[num_embeddings, embedding_dim]` tensor (the
@@ -80,7 +186,10 @@ impl Embedding {
                 got: weight.rank(),
             });
         }
-        Ok(Self { weight })
+        Ok(Self {
+            weight,
+            padding_idx: None,
+        })
     }
 
     /// `num_embeddings`.
@@ -102,7 +211,7 @@ impl Module for Embedding {
     /// [`Error::IndexOutOfRange`] for an id outside `0..num_embeddings`;
     /// [`Error::UnsupportedDType`] for non-integer ids.
     fn forward(&self, input: &Tensor) -> Result<Tensor> {
-        Tensor::embedding(&self.weight, input)
+        super::functional::embedding_op("Embedding", input, &self.weight, self.padding_idx)
     }
 
     fn visit(&self, v: &mut dyn Visitor) {

@@ -7,9 +7,12 @@
 //! | [`LayerNorm`](super::LayerNorm), [`RmsNorm`](super::RmsNorm) | ones | zeros |
 //!
 //! `fan_in` is `in_features` for a linear layer and
-//! `in_channels * prod(kernel_size)` for a convolution. Samples come from a
-//! caller-owned [`Rng`] (drawn in f64, then converted), so the
-//! *distributions* match PyTorch's while the values are kael's own.
+//! `(in_channels / groups) * prod(kernel_size)` for a convolution. Samples
+//! come from a caller-owned [`Rng`], so the *distributions* match PyTorch's
+//! while the values are kael's own. Each sample is computed in f64 on the
+//! host and rounded once to the requested dtype there: an f32 tensor is
+//! made without any f64 kernel, so initialisation works on a backend built
+//! with f32 only (NOTE [Kernel selection]).
 
 use crate::device::Device;
 use crate::dtype::DType;
@@ -38,9 +41,11 @@ pub fn uniform(
     rng: &mut Rng,
 ) -> Result<Tensor> {
     dtype.require_float("init::uniform")?;
-    Tensor::rand(shape, DType::F64, device, rng)?
-        .affine(high - low, low)?
-        .to_dtype(dtype)
+    // `uniform()` has 53 random bits, exactly what `rand` keeps for f64:
+    // the same samples as `rand(F64).affine(high - low, low)`.
+    Tensor::from_fn_f64("init::uniform", shape, dtype, device, || {
+        rng.uniform() * (high - low) + low
+    })
 }
 
 /// `N(mean, std²)` samples of `shape`.
@@ -64,9 +69,9 @@ pub fn normal(
     rng: &mut Rng,
 ) -> Result<Tensor> {
     dtype.require_float("init::normal")?;
-    Tensor::randn(shape, DType::F64, device, rng)?
-        .affine(std, mean)?
-        .to_dtype(dtype)
+    Tensor::from_fn_f64("init::normal", shape, dtype, device, || {
+        rng.normal() * std + mean
+    })
 }
 
 /// The bound `1/√fan_in` of PyTorch's default weight and bias init for
@@ -103,6 +108,29 @@ pub fn fan_in_uniform(
     device: &Device,
     rng: &mut Rng,
 ) -> Result<Tensor> {
+    fan_in_uniform_in(shape, fan_in, DType::F32, device, rng)
+}
+
+/// [`fan_in_uniform`] in `dtype` (drawn in that dtype directly, see the
+/// module docs).
+///
+/// # Errors
+/// [`crate::Error::UnsupportedDType`] for non-float dtypes;
+/// [`crate::Error::OutOfMemory`].
+///
+/// ```
+/// use kael_core::{nn::init, DType, Device, Rng};
+/// let w = init::fan_in_uniform_in(&[8, 4], 4, DType::F64, &Device::cpu(), &mut Rng::new(1))?;
+/// assert!(w.to_vec::<f64>()?.iter().all(|x| x.abs() <= 0.5));
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn fan_in_uniform_in(
+    shape: &[usize],
+    fan_in: usize,
+    dtype: DType,
+    device: &Device,
+    rng: &mut Rng,
+) -> Result<Tensor> {
     let b = fan_in_bound(fan_in);
-    uniform(shape, -b, b, DType::F32, device, rng)
+    uniform(shape, -b, b, dtype, device, rng)
 }

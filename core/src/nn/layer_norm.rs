@@ -54,11 +54,43 @@ impl LayerNorm {
         elementwise_affine: bool,
         device: &Device,
     ) -> Result<Self> {
+        Self::new_in(
+            normalized_shape,
+            eps,
+            elementwise_affine,
+            DType::F32,
+            device,
+        )
+    }
+
+    /// [`LayerNorm::new`] with parameters of `dtype`.
+    ///
+    /// # Errors
+    /// As [`LayerNorm::new`]; [`Error::UnsupportedDType`] for non-float
+    /// dtypes.
+    ///
+    /// ```
+    /// use kael_core::nn::LayerNorm;
+    /// use kael_core::{DType, Device};
+    /// let ln = LayerNorm::new_in(&[4], 1e-5, true, DType::F64, &Device::cpu())?;
+    /// assert_eq!(ln.bias.as_ref().unwrap().dtype(), DType::F64);
+    /// assert!(LayerNorm::new_in(&[4], 1e-5, true, DType::I32, &Device::cpu()).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new_in(
+        normalized_shape: &[usize],
+        eps: f64,
+        elementwise_affine: bool,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
         let normalized_shape = check_norm_args("LayerNorm", normalized_shape, eps)?;
+        dtype.require_float("LayerNorm")?;
+        crate::shape::checked_numel("LayerNorm", &normalized_shape)?;
         let (weight, bias) = if elementwise_affine {
             (
-                Some(Tensor::ones(&normalized_shape, DType::F32, device)?.requires_grad_(true)?),
-                Some(Tensor::zeros(&normalized_shape, DType::F32, device)?.requires_grad_(true)?),
+                Some(Tensor::ones(&normalized_shape, dtype, device)?.requires_grad_(true)?),
+                Some(Tensor::zeros(&normalized_shape, dtype, device)?.requires_grad_(true)?),
             )
         } else {
             (None, None)
@@ -125,20 +157,14 @@ impl Module for LayerNorm {
     /// `normalized_shape`; non-float dtypes; dtype or device mismatch with
     /// the weights.
     fn forward(&self, input: &Tensor) -> Result<Tensor> {
-        let dims = trailing_dims("LayerNorm", input, &self.normalized_shape)?;
-        let dims = signed(&dims);
-        let mean = input.mean(&dims, true)?;
-        let centered = input.sub(&mean)?;
-        let var = centered.sqr()?.mean(&dims, true)?;
-        let inv_std = var.add_scalar(self.eps)?.sqrt()?.recip()?;
-        let mut y = centered.mul(&inv_std)?;
-        if let Some(w) = &self.weight {
-            y = y.mul(w)?;
-        }
-        if let Some(b) = &self.bias {
-            y = y.add(b)?;
-        }
-        Ok(y)
+        super::functional::layer_norm_op(
+            "LayerNorm",
+            input,
+            &self.normalized_shape,
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            self.eps,
+        )
     }
 
     fn visit(&self, v: &mut dyn Visitor) {

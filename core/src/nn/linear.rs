@@ -1,11 +1,12 @@
 //! `y = x Wᵀ + b`.
 
+use super::functional;
 use super::init;
 use super::module::{Module, Visitor};
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::error::{ErrShape, Error, Result};
 use crate::rng::Rng;
-use crate::shape::Dims;
 use crate::tensor::Tensor;
 
 /// A fully connected layer: `y = x Wᵀ + b` over the last dimension
@@ -53,11 +54,69 @@ impl Linear {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
-        let weight = init::fan_in_uniform(&[out_features, in_features], in_features, device, rng)?
+        Self::init(
+            "Linear",
+            in_features,
+            out_features,
+            bias,
+            DType::F32,
+            device,
+            rng,
+        )
+    }
+
+    /// [`Linear::new`] with parameters of `dtype` (drawn in that dtype
+    /// directly: an f32 layer needs no f64 kernel).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDType`] for non-float dtypes;
+    /// [`Error::OutOfMemory`].
+    ///
+    /// ```
+    /// use kael_core::nn::Linear;
+    /// use kael_core::{DType, Device, Rng};
+    /// let lin = Linear::new_in(3, 2, false, DType::F64, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(lin.weight.dtype(), DType::F64);
+    /// assert!(Linear::new_in(3, 2, false, DType::I64, &Device::cpu(), &mut Rng::new(0)).is_err());
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new_in(
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Self::init(
+            "Linear::new_in",
+            in_features,
+            out_features,
+            bias,
+            dtype,
+            device,
+            rng,
+        )
+    }
+
+    /// The constructors, naming `op` in their errors.
+    fn init(
+        op: &'static str,
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        dtype.require_float(op)?;
+        let shape = [out_features, in_features];
+        crate::shape::checked_numel(op, &shape)?;
+        let weight = init::fan_in_uniform_in(&shape, in_features, dtype, device, rng)?
             .requires_grad_(true)?;
         let bias = if bias {
             Some(
-                init::fan_in_uniform(&[out_features], in_features, device, rng)?
+                init::fan_in_uniform_in(&[out_features], in_features, dtype, device, rng)?
                     .requires_grad_(true)?,
             )
         } else {
@@ -122,41 +181,7 @@ impl Module for Linear {
     /// [`Error::ShapeMismatch`] when the last dim is not `in_features`;
     /// [`Error::RankMismatch`] for a rank-0 input; dtype or device mismatch.
     fn forward(&self, input: &Tensor) -> Result<Tensor> {
-        let in_f = self.in_features();
-        let rank = input.rank();
-        if rank == 0 {
-            return Err(Error::RankMismatch {
-                op: "Linear",
-                expected: "at least 1 ([*, in_features])",
-                got: 0,
-            });
-        }
-        if input.shape()[rank - 1] != in_f {
-            let mut want = Dims::from_slice(input.shape())?;
-            want[rank - 1] = in_f;
-            return Err(Error::ShapeMismatch {
-                op: "Linear",
-                expected: ErrShape::of(&want),
-                got: ErrShape::of(input.shape()),
-            });
-        }
-        let lead = &input.shape()[..rank - 1];
-        let rows: usize = lead.iter().product();
-        let x2 = if rank == 2 {
-            input.clone()
-        } else {
-            input.reshape(&[rows, in_f])?
-        };
-        let mut y = x2.mm(&self.weight.t()?)?;
-        if let Some(b) = &self.bias {
-            y = y.add(b)?;
-        }
-        if rank == 2 {
-            return Ok(y);
-        }
-        let mut out = Dims::from_slice(lead)?;
-        out.push(self.out_features())?;
-        y.reshape(&out)
+        functional::linear_op("Linear", input, &self.weight, self.bias.as_ref())
     }
 
     fn visit(&self, v: &mut dyn Visitor) {

@@ -6,10 +6,16 @@
 //!   [`Tensor::move_to_`], so an optimizer built earlier keeps working),
 //!   [`Module::state_dict`] / [`Module::load_state_dict`].
 //! * Layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RmsNorm`],
-//!   [`Dropout`], [`Conv1d`], [`Conv2d`], [`MaxPool2d`], [`AvgPool2d`],
+//!   [`BatchNorm1d`], [`BatchNorm2d`], [`GroupNorm`], [`Dropout`],
+//!   [`Conv1d`], [`Conv2d`], [`ConvTranspose1d`], [`ConvTranspose2d`],
+//!   [`MaxPool2d`], [`AvgPool2d`],
 //!   activations ([`Relu`], [`Gelu`], [`Silu`], [`Tanh`], [`Sigmoid`]),
 //!   [`CausalSelfAttention`], [`TransformerBlock`], [`Sequential`].
 //! * Losses: [`mse_loss`], [`cross_entropy`], [`nll_loss`].
+//! * [`functional`]: every computation without its module (PyTorch's
+//!   `torch.nn.functional`); the layers are thin wrappers over it.
+//! * Constructors `new` make f32 parameters (PyTorch's default dtype);
+//!   `new_in` takes the dtype.
 //! * Initialisation follows PyTorch's defaults ([`init`]); every random
 //!   choice takes a caller-owned [`Rng`](crate::Rng).
 //!
@@ -36,11 +42,13 @@ mod attention;
 mod conv;
 mod dropout;
 mod embedding;
+pub mod functional;
 pub mod init;
 mod layer_norm;
 mod linear;
 mod loss;
 mod module;
+mod norm;
 mod pad;
 mod pool;
 mod rms_norm;
@@ -49,13 +57,14 @@ mod transformer;
 
 pub use activation::{Gelu, GeluApproximation, Relu, Sigmoid, Silu, Tanh};
 pub use attention::CausalSelfAttention;
-pub use conv::{Conv1d, Conv2d};
+pub use conv::{Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use loss::{Reduction, cross_entropy, mse_loss, nll_loss};
 pub use module::{Module, StateDictMismatch, Visitor};
+pub use norm::{BatchNorm1d, BatchNorm2d, GroupNorm};
 pub use pad::pad_dim;
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use rms_norm::RmsNorm;

@@ -53,9 +53,39 @@ impl RmsNorm {
         elementwise_affine: bool,
         device: &Device,
     ) -> Result<Self> {
+        Self::new_in(
+            normalized_shape,
+            eps,
+            elementwise_affine,
+            DType::F32,
+            device,
+        )
+    }
+
+    /// [`RmsNorm::new`] with a weight of `dtype`.
+    ///
+    /// # Errors
+    /// As [`RmsNorm::new`]; [`crate::Error::UnsupportedDType`] for
+    /// non-float dtypes.
+    ///
+    /// ```
+    /// use kael_core::nn::RmsNorm;
+    /// use kael_core::{DType, Device};
+    /// let n = RmsNorm::new_in(&[8], None, true, DType::F64, &Device::cpu())?;
+    /// assert_eq!(n.weight.as_ref().unwrap().dtype(), DType::F64);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new_in(
+        normalized_shape: &[usize],
+        eps: Option<f64>,
+        elementwise_affine: bool,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
         let normalized_shape = check_norm_args("RmsNorm", normalized_shape, eps.unwrap_or(0.0))?;
+        dtype.require_float("RmsNorm")?;
         let weight = if elementwise_affine {
-            Some(Tensor::ones(&normalized_shape, DType::F32, device)?.requires_grad_(true)?)
+            Some(Tensor::ones(&normalized_shape, dtype, device)?.requires_grad_(true)?)
         } else {
             None
         };

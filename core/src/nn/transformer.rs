@@ -7,6 +7,7 @@ use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use super::module::{Module, Visitor};
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::rng::Rng;
 use crate::tensor::Tensor;
@@ -42,13 +43,35 @@ impl Mlp {
     /// A bad dropout probability; `4 * n_embd` overflowing usize;
     /// [`crate::Error::OutOfMemory`].
     pub fn new(n_embd: usize, dropout: f64, device: &Device, rng: &mut Rng) -> Result<Self> {
+        Self::new_in(n_embd, dropout, DType::F32, device, rng)
+    }
+
+    /// [`Mlp::new`] with parameters of `dtype`.
+    ///
+    /// # Errors
+    /// As [`Mlp::new`]; non-float dtypes.
+    ///
+    /// ```
+    /// use kael_core::nn::Mlp;
+    /// use kael_core::{DType, Device, Rng};
+    /// let m = Mlp::new_in(4, 0.0, DType::F64, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(m.c_fc.weight.shape(), &[16, 4]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new_in(
+        n_embd: usize,
+        dropout: f64,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
         let four = n_embd.checked_mul(4).ok_or(Error::InvalidArgument {
             op: "Mlp",
             reason: "4 * n_embd overflows usize; use a smaller n_embd",
         })?;
         Ok(Self {
-            c_fc: Linear::new(n_embd, four, true, device, rng)?,
-            c_proj: Linear::new(four, n_embd, true, device, rng)?,
+            c_fc: Linear::new_in(n_embd, four, true, dtype, device, rng)?,
+            c_proj: Linear::new_in(four, n_embd, true, dtype, device, rng)?,
             act: Gelu {
                 approximate: GeluApproximation::Tanh,
             },
@@ -111,11 +134,34 @@ impl TransformerBlock {
         device: &Device,
         rng: &mut Rng,
     ) -> Result<Self> {
+        Self::new_in(n_embd, n_head, dropout, DType::F32, device, rng)
+    }
+
+    /// [`TransformerBlock::new`] with parameters of `dtype`.
+    ///
+    /// # Errors
+    /// As [`CausalSelfAttention::new_in`].
+    ///
+    /// ```
+    /// use kael_core::nn::TransformerBlock;
+    /// use kael_core::{DType, Device, Rng};
+    /// let b = TransformerBlock::new_in(8, 2, 0.0, DType::F64, &Device::cpu(), &mut Rng::new(0))?;
+    /// assert_eq!(b.ln_1.weight.as_ref().map(|w| w.dtype()), Some(DType::F64));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn new_in(
+        n_embd: usize,
+        n_head: usize,
+        dropout: f64,
+        dtype: DType,
+        device: &Device,
+        rng: &mut Rng,
+    ) -> Result<Self> {
         Ok(Self {
-            ln_1: LayerNorm::new(&[n_embd], 1e-5, true, device)?,
-            attn: CausalSelfAttention::new(n_embd, n_head, dropout, device, rng)?,
-            ln_2: LayerNorm::new(&[n_embd], 1e-5, true, device)?,
-            mlp: Mlp::new(n_embd, dropout, device, rng)?,
+            ln_1: LayerNorm::new_in(&[n_embd], 1e-5, true, dtype, device)?,
+            attn: CausalSelfAttention::new_in(n_embd, n_head, dropout, dtype, device, rng)?,
+            ln_2: LayerNorm::new_in(&[n_embd], 1e-5, true, dtype, device)?,
+            mlp: Mlp::new_in(n_embd, dropout, dtype, device, rng)?,
         })
     }
 }

@@ -343,7 +343,7 @@ impl Tensor {
             _ => 53,
         };
         let scale = (1u64 << bits) as f64;
-        Tensor::from_fn_f64(shape, dtype, device, || {
+        Tensor::from_fn_f64("rand", shape, dtype, device, || {
             libm::floor(rng.uniform() * scale) / scale
         })
     }
@@ -362,16 +362,20 @@ impl Tensor {
     /// ```
     pub fn randn(shape: &[usize], dtype: DType, device: &Device, rng: &mut Rng) -> Result<Tensor> {
         dtype.require_float("randn")?;
-        Tensor::from_fn_f64(shape, dtype, device, || rng.normal())
+        Tensor::from_fn_f64("randn", shape, dtype, device, || rng.normal())
     }
 
-    fn from_fn_f64(
+    /// A tensor of `dtype` filled in row-major order with `f()`, rounded on
+    /// the host (no cast kernel for f32 and f64, so a backend built
+    /// without f64 kernels can make f32 tensors).
+    pub(crate) fn from_fn_f64(
+        op: &'static str,
         shape: &[usize],
         dtype: DType,
         device: &Device,
         mut f: impl FnMut() -> f64,
     ) -> Result<Tensor> {
-        let numel = checked_numel("rand", shape)?;
+        let numel = checked_numel(op, shape)?;
         let mut v: Vec<f64> = Vec::new();
         v.try_reserve_exact(numel).map_err(|_| Error::OutOfMemory {
             requested: numel * 8,
