@@ -363,6 +363,7 @@ fn run_op(c: &Case, x: &[Tensor], dev: &Device) -> Result<Vec<Tensor>> {
         "nonzero" => one(x[0].nonzero()),
         "scatter" => one(x[0].scatter(i(&a[0]), &x[1], &x[2])),
         "scatter_value" => one(x[0].scatter_value(i(&a[0]), &x[1], f(&a[1]))),
+        op if op.starts_with("f.") => run_functional(op, a, x),
         op if op.starts_with("inplace:") => {
             let y = x[0].mul_scalar(1.0)?;
             match &op["inplace:".len()..] {
@@ -431,6 +432,101 @@ fn run_op(c: &Case, x: &[Tensor], dev: &Device) -> Result<Vec<Tensor>> {
         "cross_entropy" => one(cross_entropy(&x[0], &x[1], reduction(&a[0]), Some(-100))),
         "nll_loss" => one(nll_loss(&x[0], &x[1], reduction(&a[0]), Some(-100))),
         op => panic!("case {}: no kael mapping for op {op}", c.id),
+    }
+}
+
+/// `nn::functional` cases.
+fn run_functional(op: &str, a: &[Arg], x: &[Tensor]) -> Result<Vec<Tensor>> {
+    use kael_core::nn::functional as nf;
+    let pair = |a: &Arg| -> [usize; 2] {
+        let v = lu(a);
+        [v[0], v[1]]
+    };
+    let one = |t: Result<Tensor>| t.map(|t| vec![t]);
+    match op {
+        "f.linear" => one(nf::linear(&x[0], &x[1], Some(&x[2]))),
+        "f.layer_norm" => one(nf::layer_norm(
+            &x[0],
+            &lu(&a[0]),
+            Some(&x[1]),
+            Some(&x[2]),
+            f(&a[1]),
+        )),
+        "f.group_norm" => one(nf::group_norm(
+            &x[0],
+            u(&a[0]),
+            Some(&x[1]),
+            Some(&x[2]),
+            f(&a[1]),
+        )),
+        "f.batch_norm_train" => one(nf::batch_norm(
+            &x[0],
+            None,
+            None,
+            Some(&x[1]),
+            Some(&x[2]),
+            true,
+            f(&a[0]),
+            f(&a[1]),
+        )),
+        "f.conv2d" => one(nf::conv2d(
+            &x[0],
+            &x[1],
+            Some(&x[2]),
+            pair(&a[0]),
+            pair(&a[1]),
+            pair(&a[2]),
+            u(&a[3]),
+        )),
+        "f.conv1d" => one(nf::conv1d(
+            &x[0],
+            &x[1],
+            Some(&x[2]),
+            u(&a[0]),
+            u(&a[1]),
+            u(&a[2]),
+            u(&a[3]),
+        )),
+        "f.conv_transpose2d" => one(nf::conv_transpose2d(
+            &x[0],
+            &x[1],
+            Some(&x[2]),
+            pair(&a[0]),
+            pair(&a[1]),
+            pair(&a[2]),
+            u(&a[3]),
+            pair(&a[4]),
+        )),
+        "f.max_pool2d" => one(nf::max_pool2d(&x[0], pair(&a[0]), pair(&a[1]), pair(&a[2]))),
+        "f.max_pool2d_with_indices" => {
+            nf::max_pool2d_with_indices(&x[0], pair(&a[0]), pair(&a[1]), pair(&a[2]))
+                .map(|(v, i)| vec![v, i])
+        }
+        "f.avg_pool2d" => one(nf::avg_pool2d(
+            &x[0],
+            pair(&a[0]),
+            pair(&a[1]),
+            pair(&a[2]),
+            b(&a[3]),
+        )),
+        "f.sdpa" => one(nf::scaled_dot_product_attention(
+            &x[0],
+            &x[1],
+            &x[2],
+            None,
+            b(&a[0]),
+            None,
+        )),
+        "f.sdpa_mask" => one(nf::scaled_dot_product_attention(
+            &x[0],
+            &x[1],
+            &x[2],
+            Some(&x[3]),
+            false,
+            None,
+        )),
+        "f.embedding" => one(nf::embedding(&x[0], &x[1], Some(u(&a[0])))),
+        other => panic!("no functional mapping for {other}"),
     }
 }
 

@@ -472,6 +472,43 @@ for dt in ("f32", "f64"):
          lambda x, t: torch.nn.functional.nll_loss(x, t, reduction="none"))
 
 
+# nn.functional (the modules are thin wrappers over these).
+F = torch.nn.functional
+for dt in ("f32", "f64"):
+    case("f.linear", [], [values((3, 4), dt), values((5, 4), dt), values((5,), dt)], F.linear)
+    case("f.layer_norm", [[4], 1e-5], [values((2, 3, 4), dt), values((4,), dt), values((4,), dt)],
+         lambda x, w, b: F.layer_norm(x, (4,), w, b, 1e-5))
+    case("f.group_norm", [2, 1e-5], [values((2, 4, 3), dt), values((4,), dt), values((4,), dt)],
+         lambda x, w, b: F.group_norm(x, 2, w, b, 1e-5))
+    case("f.batch_norm_train", [0.1, 1e-5], [values((4, 3, 2), dt), values((3,), dt), values((3,), dt)],
+         lambda x, w, b: F.batch_norm(x, None, None, w, b, True, 0.1, 1e-5))
+    case("f.conv2d", [[1, 2], [1, 0], [1, 1], 1], [values((2, 2, 5, 5), dt), values((3, 2, 3, 2), dt), values((3,), dt)],
+         lambda x, w, b: F.conv2d(x, w, b, (1, 2), (1, 0), (1, 1), 1))
+    case("f.conv2d", [[1, 1], [2, 2], [2, 1], 2], [values((1, 4, 5, 6), dt), values((4, 2, 3, 3), dt), values((4,), dt)],
+         lambda x, w, b: F.conv2d(x, w, b, 1, 2, (2, 1), 2))
+    case("f.conv2d", [[1, 1], [1, 1], [1, 1], 3], [values((1, 3, 4, 4), dt), values((3, 1, 3, 3), dt), values((3,), dt)],
+         lambda x, w, b: F.conv2d(x, w, b, 1, 1, 1, 3))
+    case("f.conv1d", [2, 1, 2, 1], [values((2, 3, 9), dt), values((4, 3, 3), dt), values((4,), dt)],
+         lambda x, w, b: F.conv1d(x, w, b, 2, 1, 2, 1))
+    case("f.conv_transpose2d", [[2, 1], [1, 0], [1, 0], 1, [1, 1]], [values((1, 2, 3, 4), dt), values((2, 3, 3, 2), dt), values((3,), dt)],
+         lambda x, w, b: F.conv_transpose2d(x, w, b, (2, 1), (1, 0), (1, 0), 1, 1))
+    case("f.max_pool2d", [[2, 2], [2, 1], [0, 1]], [values((1, 2, 4, 5), dt)],
+         lambda x: F.max_pool2d(x, 2, (2, 1), (0, 1)))
+    case("f.max_pool2d_with_indices", [[3, 2], [1, 2], [1, 0]], [values((1, 1, 4, 5), dt)],
+         lambda x: tuple(F.max_pool2d(x, (3, 2), (1, 2), (1, 0), return_indices=True)))
+    for cip in (True, False):
+        case("f.avg_pool2d", [[3, 3], [2, 2], [1, 1], cip], [values((1, 2, 5, 5), dt)],
+             lambda x, c=cip: F.avg_pool2d(x, 3, 2, 1, count_include_pad=c))
+    case("f.sdpa", [False], [values((2, 3, 4), dt), values((2, 5, 4), dt), values((2, 5, 3), dt)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v))
+    case("f.sdpa", [True], [values((2, 4, 4), dt), values((2, 4, 4), dt), values((2, 4, 3), dt)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    case("f.sdpa_mask", [], [values((1, 3, 4), dt), values((1, 4, 4), dt), values((1, 4, 2), dt),
+                             T([[True, False, True, True], [True, True, False, False], [False, True, True, True]], "bool")],
+         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m))
+    case("f.embedding", [1], [T([[0, 1], [2, 1]], "i64"), values((3, 4), dt)],
+         lambda i, w: F.embedding(i, w, padding_idx=1))
+
 # -------------------------------------------------------- autograd scenarios
 # A scenario is a short program run by name in parity.rs on the same inputs.
 def scenario(name, inputs, fn):
