@@ -490,8 +490,10 @@ impl Tensor {
 
     // --------------------------------------------------------- extremes
 
-    /// Largest value along `dim` (PyTorch's `amax(dim)`, or the values of
-    /// `max(dim)`); NaN wins.
+    /// Largest value along `dim` (PyTorch's `amax(dim)`); NaN wins. As
+    /// `amax`, the gradient is split evenly between tied maxima; for
+    /// PyTorch's `max(dim)`, whose gradient goes to the returned index, use
+    /// [`Tensor::max_dim_with_indices`].
     ///
     /// # Errors
     /// [`Error::DimOutOfRange`]; [`Error::InvalidArgument`] when `dim` has
