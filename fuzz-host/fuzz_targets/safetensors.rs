@@ -96,6 +96,8 @@ fn dtype_name(d: DType) -> &'static str {
         DType::BF16 => "BF16",
         DType::I64 => "I64",
         DType::I32 => "I32",
+        DType::I16 => "I16",
+        DType::I8 => "I8",
         DType::U8 => "U8",
         DType::Bool => "BOOL",
     }
@@ -110,6 +112,8 @@ fn bytes_of(t: &Tensor) -> Vec<u8> {
         DType::BF16 => le(t.to_vec::<kael_core::bf16>().unwrap(), |x| x.to_le_bytes()),
         DType::I64 => le(t.to_vec::<i64>().unwrap(), i64::to_le_bytes),
         DType::I32 => le(t.to_vec::<i32>().unwrap(), i32::to_le_bytes),
+        DType::I16 => le(t.to_vec::<i16>().unwrap(), i16::to_le_bytes),
+        DType::I8 => le(t.to_vec::<i8>().unwrap(), i8::to_le_bytes),
         DType::U8 => t.to_vec::<u8>().unwrap(),
         DType::Bool => t
             .to_vec::<bool>()

@@ -236,7 +236,16 @@ fn write_through(r: &mut Reader, v: &Tensor) {
     let before = storage_bytes(v).unwrap_or_default();
     let version = v.version();
     let value = r.value();
-    let overlap = v.layout().has_internal_overlap();
+    // fill_ accepts overlap that comes only from stride-0 (expanded) dims,
+    // as PyTorch: each distinct element is written once.
+    let distinct: Vec<usize> = v
+        .shape()
+        .iter()
+        .zip(v.strides().iter())
+        .map(|(&n, &st)| if st == 0 { n.min(1) } else { n })
+        .collect();
+    let overlap = kael_core::Layout::new(&distinct, &v.strides(), v.layout().offset())
+        .map_or(true, |l| l.has_internal_overlap());
     match v.fill_(value) {
         Ok(()) => {
             assert!(!overlap, "fill_ wrote through overlapping positions");
