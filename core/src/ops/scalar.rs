@@ -42,6 +42,23 @@ pub(super) fn gelu_tanh64(x: f64) -> f64 {
     0.5 * x * (1.0 + libm::tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
 }
 
+/// `g · d/dx gelu_tanh(x)`, PyTorch's `gelu_backward(approximate='tanh')`
+/// formula: `0.5(1 + t) + 0.5·x·(1 - t²)·c(1 + 3a·x²)`, `t = tanh(c(x + a·x³))`.
+pub(super) fn gelu_tanh_backward32(g: f32, x: f32) -> f32 {
+    let c = SQRT_2_OVER_PI as f32;
+    let t = libm::tanhf(c * (x + 0.044715 * x * x * x));
+    let right = 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+    g * (0.5 * (1.0 + t) + right)
+}
+
+/// [`gelu_tanh_backward32`] in f64.
+pub(super) fn gelu_tanh_backward64(g: f64, x: f64) -> f64 {
+    let c = SQRT_2_OVER_PI;
+    let t = libm::tanh(c * (x + 0.044715 * x * x * x));
+    let right = 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+    g * (0.5 * (1.0 + t) + right)
+}
+
 pub(super) fn clamp<T: Scalar>(x: T, lo: Option<f64>, hi: Option<f64>) -> T {
     if x.is_nan() {
         return x;

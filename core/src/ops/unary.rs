@@ -178,22 +178,9 @@ unary_table! {
             "C inner = (C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x); return T::st((C)0.5 * x * ((C)1 + m_tanh(inner)));"
         ),
         int: refused,
-        grad: [x] |g, x, y| {
-            // u = c(x + a x^3), d = 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3a x^2)
-            let x = x()?;
-            let x2 = x.sqr()?;
-            let u = x
-                .mul(&x2.mul_scalar(0.044715)?.affine(1.0, 1.0)?)?
-                .mul_scalar(SQRT_2_OVER_PI)?;
-            let t = u.tanh()?;
-            let left = t.affine(0.5, 0.5)?;
-            let du = x2.affine(3.0 * 0.044715 * SQRT_2_OVER_PI, SQRT_2_OVER_PI)?;
-            let right = x
-                .mul(&t.sqr()?.affine(-1.0, 1.0)?)?
-                .mul(&du)?
-                .mul_scalar(0.5)?;
-            g.mul(&left.add(&right)?)
-        },
+        // One fused pass (the binary row `gelu_tanh_backward`), whose own
+        // rule composes the second derivative.
+        grad: [x] |g, x, y| g.gelu_tanh_backward(&x()?),
         backward: "GeluTanhBackward",
         inplace: gelu_tanh_(),
         method: pub fn gelu_tanh() => UnaryOp::GeluTanh,

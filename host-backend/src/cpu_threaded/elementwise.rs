@@ -7,6 +7,7 @@
 use super::engine::{Arg, BLOCK, Opnd, Par, cast_slice_mut, opnd, read_src};
 use super::float::{Fl, maximum, minimum};
 use super::tiles::{TILE, for_tiles, gather_tile, wants_tiles};
+use super::vmath::{self, Fun, Fun2};
 use kael_core::Result;
 use kael_core::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use kael_core::cpu::elementwise as reference;
@@ -296,10 +297,53 @@ pub(super) fn unary(par: &Par<'_>, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> R
         return reference::unary(op, src, dst);
     }
     match dst.dtype {
-        DType::F32 => unary_as::<f32>(par, op, src, dst),
+        DType::F32 => match vector_fun(op) {
+            Some(f) => unary_vmath(par, op, f, src, dst),
+            None => unary_as::<f32>(par, op, src, dst),
+        },
         DType::F64 => unary_as::<f64>(par, op, src, dst),
         _ => reference::unary(op, src, dst),
     }
+}
+
+/// The ops with a vectorised f32 function (NOTE [Vector math]).
+fn vector_fun(op: UnaryOp) -> Option<Fun> {
+    Some(match op {
+        UnaryOp::Exp => Fun::Exp,
+        UnaryOp::Expm1 => Fun::Expm1,
+        UnaryOp::Log => Fun::Log,
+        UnaryOp::Tanh => Fun::Tanh,
+        UnaryOp::Sigmoid => Fun::Sigmoid,
+        UnaryOp::Erf => Fun::Erf,
+        UnaryOp::Gelu => Fun::Gelu,
+        UnaryOp::GeluTanh => Fun::GeluTanh,
+        UnaryOp::Silu => Fun::Silu,
+        _ => return None,
+    })
+}
+
+/// `dst = f(src)` for f32 with [`vmath::map`].
+fn unary_vmath(par: &Par<'_>, op: UnaryOp, f: Fun, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    let name = op.name();
+    let ga = match read_src(&src, &dst, name) {
+        Ok(g) => g,
+        Err(_) => return reference::unary(op, src, dst),
+    };
+    let a = opnd::<f32>(&ga, src.layout)?;
+    let mut gd = dst.storage.write(name)?;
+    let (off, n) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<f32>(gd.bytes_mut())?[off..off + n];
+    let isa = vmath::isa();
+    run1(par, a, d, |d, a| match a {
+        Arg::S(s) => vmath::map(isa, f, Some(s), d),
+        Arg::K(v) => {
+            let mut one = [v];
+            vmath::map(isa, f, None, &mut one);
+            d.fill(one[0]);
+        }
+        Arg::D => vmath::map(isa, f, None, d),
+    });
+    Ok(())
 }
 
 fn unary_as<T: Fl>(par: &Par<'_>, op: UnaryOp, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
@@ -425,10 +469,37 @@ pub(super) fn binary(
         return reference::binary(op, lhs, rhs, dst);
     }
     match dst.dtype {
+        DType::F32 if op == BinaryOp::GeluTanhBackward => {
+            binary_vmath(par, op, Fun2::GeluTanhBackward, lhs, rhs, dst)
+        }
         DType::F32 => binary_as::<f32>(par, op, lhs, rhs, dst),
         DType::F64 => binary_as::<f64>(par, op, lhs, rhs, dst),
         _ => reference::binary(op, lhs, rhs, dst),
     }
+}
+
+/// `dst = f(lhs, rhs)` for f32 with [`vmath::map2`].
+fn binary_vmath(
+    par: &Par<'_>,
+    op: BinaryOp,
+    f: Fun2,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    let name = op.name();
+    let (ga, gb) = match (read_src(&lhs, &dst, name), read_src(&rhs, &dst, name)) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => return reference::binary(op, lhs, rhs, dst),
+    };
+    let a = opnd::<f32>(&ga, lhs.layout)?;
+    let b = opnd::<f32>(&gb, rhs.layout)?;
+    let mut gd = dst.storage.write(name)?;
+    let (off, n) = (dst.layout.offset(), dst.layout.numel());
+    let d = &mut cast_slice_mut::<f32>(gd.bytes_mut())?[off..off + n];
+    let isa = vmath::isa();
+    run2(par, a, b, d, |d, a, b| vmath::map2(isa, f, a, b, d));
+    Ok(())
 }
 
 fn binary_as<T: Fl>(

@@ -27,6 +27,7 @@ mod matmul;
 mod reduce;
 mod softmax;
 mod tiles;
+mod vmath;
 
 pub use alloc::{CachingAllocator, DEFAULT_CAP, MIN_CACHED, size_class};
 

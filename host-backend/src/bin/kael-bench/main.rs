@@ -6,6 +6,10 @@
 //! Run: `cargo run --release -p kael-host --bin kael-bench [-- --quick]`
 //! (`--quick`: fewer repetitions and no n=2048, a CI smoke run).
 
+#[path = "../kael-train/model.rs"]
+mod model;
+mod peers;
+
 use kael_core::nn::{Linear, Module, Reduction, cross_entropy};
 use kael_core::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use kael_core::{DType, Device, Rng, Tensor, no_grad};
@@ -256,10 +260,16 @@ fn mlp_step(dev: &Device, reps: usize, adam: bool) -> R<f64> {
 fn main() -> R<()> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME`: run one section (matmul, memory, softmax, views, mlp, backward).
+    // `--only NAME`: run one section (matmul, memory, softmax, views, mlp,
+    // backward, peers); `--figure NAME`: one figure of `peers`.
     let only = args
         .iter()
         .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let figure = args
+        .iter()
+        .position(|a| a == "--figure")
         .and_then(|i| args.get(i + 1))
         .cloned();
     let want = |section: &str| only.as_deref().is_none_or(|o| o == section);
@@ -567,6 +577,9 @@ fn main() -> R<()> {
             false,
             Target::None,
         );
+    }
+    if want("peers") {
+        peers::run(quick, figure.as_deref())?;
     }
     if tr > 0.0 {
         println!();
