@@ -163,6 +163,78 @@ test_device!(linear_matches_pytorch, |dev| {
     Ok(())
 });
 
+test_device!(layer_norm_records_one_node, |dev| {
+    let x = leaf(&[2, 3, 4], 1.0, DType::F64, dev)?;
+    let w = leaf(&[4], 2.0, DType::F64, dev)?;
+    let y = F::layer_norm(&x, &[4], Some(&w), None, 1e-5)?;
+    assert_eq!(y.grad_fn_name(), Some("NativeLayerNormBackward"));
+    // Values are the unrecorded composition's, bit for bit.
+    let plain = kael_core::no_grad(|| F::layer_norm(&x, &[4], Some(&w), None, 1e-5))?;
+    assert_eq!(v64(&y), v64(&plain));
+    Ok(())
+});
+
+test_device!(
+    layer_norm_gradients_match_finite_differences_with_and_without_affine,
+    |dev| {
+        let x = fill(&[3, 2, 5], 1.0, DType::F64, dev)?;
+        let w = fill(&[2, 5], 2.0, DType::F64, dev)?.affine(1.0, 1.0)?;
+        let b = fill(&[2, 5], 3.0, DType::F64, dev)?;
+        grad_ok(
+            |v| F::layer_norm(&v[0], &[2, 5], Some(&v[1]), Some(&v[2]), 1e-5),
+            &[x.clone(), w, b],
+        );
+        grad_ok(|v| F::layer_norm(&v[0], &[5], None, None, 1e-5), &[x]);
+        // No leading dims: the weight's gradient sums nothing.
+        let x1 = fill(&[5], 4.0, DType::F64, dev)?;
+        let w1 = fill(&[5], 5.0, DType::F64, dev)?;
+        grad_ok(
+            |v| F::layer_norm(&v[0], &[5], Some(&v[1]), None, 1e-5),
+            &[x1, w1],
+        );
+        Ok(())
+    }
+);
+
+test_device!(
+    layer_norm_second_derivatives_match_finite_differences,
+    |dev| {
+        use kael_core::autograd::{BackwardOptions, grad};
+        // f(x, w) = ∂/∂x sum(layer_norm(x, w) * c): its gradients are second
+        // derivatives, which create_graph must get right through the node.
+        let c = fill(&[2, 4], 7.0, DType::F64, dev)?;
+        // gradcheck's finite differences call it on plain tensors (grad mode
+        // off): then x is made a leaf here, so the inner gradient exists.
+        let first = |v: &[Tensor]| -> Result<Tensor> {
+            kael_core::enable_grad(|| {
+                let x = if v[0].requires_grad() {
+                    v[0].clone()
+                } else {
+                    v[0].detach()?.requires_grad_(true)?
+                };
+                let y = F::layer_norm(&x, &[4], Some(&v[1]), None, 1e-5)?;
+                let l = y.mul(&c)?.sum_all()?;
+                let opts = BackwardOptions {
+                    create_graph: true,
+                    ..BackwardOptions::default()
+                };
+                let g = grad(&[&l], &[&x], &[], opts)?;
+                g.into_iter()
+                    .next()
+                    .flatten()
+                    .ok_or(kael_core::Error::Autograd {
+                        op: "test",
+                        reason: "no gradient",
+                    })
+            })
+        };
+        let x = fill(&[2, 4], 1.0, DType::F64, dev)?;
+        let w = fill(&[4], 2.0, DType::F64, dev)?.affine(1.0, 1.0)?;
+        grad_ok(first, &[x, w]);
+        Ok(())
+    }
+);
+
 test_device!(layer_norm_matches_pytorch, |dev| {
     let ins: &[(&[usize], f64)] = &[(&[2, 3, 4], 1.0), (&[3, 4], 2.0), (&[3, 4], 3.0)];
     let f = |v: &[Tensor]| F::layer_norm(&v[0], &[3, 4], Some(&v[1]), Some(&v[2]), 1e-5);

@@ -15,6 +15,10 @@ use crate::tensor::Tensor;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// A [`Rule::Fused`] formula: `(g, saved, param, flags)` to one gradient
+/// per input edge.
+pub(crate) type FusedFormula = fn(&Tensor, &[Tensor], f64, u32) -> Result<Vec<Option<Tensor>>>;
+
 mod view;
 pub(crate) use view::Fnv;
 use view::view_backward;
@@ -200,6 +204,24 @@ pub enum Rule {
         /// [`Rule::backward`]).
         formula: fn(&Tensor, &Tensor, usize) -> Result<Tensor>,
     },
+    /// An op computed as one composition and recorded as one node
+    /// (`layer_norm`): its saved tensors and its gradient formula, held as
+    /// a pointer (as [`Rule::Prod`]'s, so only images that call the op
+    /// link it). The formula returns one gradient per input edge, and must
+    /// stay differentiable when grad mode is on (`create_graph`).
+    Fused {
+        /// The node's name (`grad_fn_name()`).
+        name: &'static str,
+        /// What the formula reads, in its order.
+        saved: Vec<SavedTensor>,
+        /// A scalar parameter of the op (layer_norm's `eps`).
+        param: f64,
+        /// Small integer parameters of the op (layer_norm: which of weight
+        /// and bias are inputs, and how many dims are normalised).
+        flags: u32,
+        /// The formula: `(g, saved, param, flags) -> input gradients`.
+        formula: FusedFormula,
+    },
     /// In-place elementwise unary op (inputs: old self), with the op's own
     /// gradient formula.
     InplaceUnary {
@@ -310,6 +332,7 @@ impl Rule {
                 _ => "DivBackward_",
             },
             Rule::Prod { .. } => "ProdBackward",
+            Rule::Fused { name, .. } => name,
             Rule::InplaceUnary { op, .. } => op.backward_name(),
             Rule::InplaceFill => "FillBackward_",
             Rule::InplaceCopy { .. } => "CopyBackward_",
@@ -376,6 +399,7 @@ impl Rule {
             }
             Rule::CopySlices { inner, .. } => inner.into_saved_grad_fns(stack),
             Rule::Prod { x, .. } => push(Some(x)),
+            Rule::Fused { saved, .. } => saved.into_iter().for_each(|s| push(Some(s))),
             Rule::InplaceUnary { out, .. } => push(out),
             _ => {}
         }
@@ -570,6 +594,19 @@ impl Rule {
                     return Ok(vec![Some(g.reshape(x.shape())?)]);
                 };
                 vec![Some(formula(&g, &x, d)?)]
+            }
+            Rule::Fused {
+                saved,
+                param,
+                flags,
+                formula,
+                ..
+            } => {
+                let saved = saved
+                    .iter()
+                    .map(|s| s.unpack(node))
+                    .collect::<Result<Vec<_>>>()?;
+                formula(g, &saved, *param, *flags)?
             }
             Rule::InplaceUnary { op, x, out } => {
                 let old = || {
