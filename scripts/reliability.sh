@@ -171,7 +171,12 @@ miri_tier() {
     run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::alloc || ok=0
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx" \
         run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::tiles || ok=0
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::tiles (with AVX)"
+    # The vector math's feature dispatch (NOTE [Vector math]): with AVX2 and
+    # FMA enabled the unsafe calls into the feature-compiled loops are taken.
+    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
+        run cargo "+$NIGHTLY" miri test -p kael-host --lib \
+        cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values || ok=0
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::tiles (with AVX), cpu_threaded::vmath (with AVX2+FMA)"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

@@ -690,6 +690,58 @@ mod tests {
         }
     }
 
+    /// Small enough for Miri (scripts/reliability.sh runs it with AVX2
+    /// and FMA enabled, so the `unsafe` dispatch to the feature-compiled
+    /// loops is taken): every ISA and every function, sliced and in place,
+    /// within the bounds of the sweep tests.
+    #[test]
+    fn every_isa_runs_every_function_on_a_few_values() {
+        let xs: Vec<f32> = (0..37).map(|i| (i as f32 - 18.0) * 0.37).collect();
+        let funs = [
+            Fun::Exp,
+            Fun::Expm1,
+            Fun::Log,
+            Fun::Tanh,
+            Fun::Sigmoid,
+            Fun::Erf,
+            Fun::Gelu,
+            Fun::GeluTanh,
+            Fun::Silu,
+        ];
+        for f in funs {
+            let composite = matches!(f, Fun::Gelu | Fun::GeluTanh | Fun::Silu);
+            for isa in isas() {
+                let mut got = vec![0.0f32; xs.len()];
+                map(isa, f, Some(&xs), &mut got);
+                let mut inplace = xs.clone();
+                map(isa, f, None, &mut inplace);
+                for i in 0..xs.len() {
+                    let bound = if composite {
+                        composite_bound(f, xs[i])
+                    } else {
+                        2
+                    };
+                    let e = ulps(got[i], exact(f, xs[i]));
+                    assert!(e <= bound, "{f:?} {isa:?} at {}: {e} ulp", xs[i]);
+                    assert_eq!(got[i].to_bits(), inplace[i].to_bits());
+                }
+            }
+        }
+        for isa in isas() {
+            let mut d = vec![0.0f32; xs.len()];
+            map2(
+                isa,
+                Fun2::GeluTanhBackward,
+                Arg::K(1.0),
+                Arg::S(&xs),
+                &mut d,
+            );
+            let mut e = xs.clone();
+            map2(isa, Fun2::GeluTanhBackward, Arg::K(1.0), Arg::D, &mut e);
+            assert!(d.iter().zip(&e).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
+
     #[test]
     fn exp_is_within_2_ulp_everywhere() {
         check(Fun::Exp, false);
