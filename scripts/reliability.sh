@@ -169,6 +169,9 @@ miri_tier() {
     # AVX-512/AVX2 rows are safe code apart from the feature dispatch; both
     # are checked against the reference by the conformance suite.
     run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::alloc || ok=0
+    # The worker pool (NOTE [Spinning pool]): a borrowed job published to
+    # spinning, yielding and parked workers, nested and concurrent callers.
+    run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::pool || ok=0
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx" \
         run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::tiles || ok=0
     # The vector math's feature dispatch (NOTE [Vector math]): with AVX2 and
@@ -176,7 +179,9 @@ miri_tier() {
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
         run cargo "+$NIGHTLY" miri test -p kael-host --lib \
         cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values || ok=0
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::tiles (with AVX), cpu_threaded::vmath (with AVX2+FMA)"
+    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
+        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::norm || ok=0
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm (with AVX2+FMA)"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

@@ -411,3 +411,27 @@ fn concurrent_backward_passes_into_one_leaf_accumulate_every_gradient() {
         g[0]
     );
 }
+
+/// Threads sharing one threaded device (threshold 1, so every op hands work
+/// to the pool): one caller's job at a time gets the workers, the others
+/// run theirs alone (NOTE [Spinning pool]); every result is exact.
+#[test]
+fn threads_sharing_one_threaded_device_get_exact_results() {
+    let dev = kael_host::cpu_threaded::Builder::new()
+        .threads(3)
+        .parallel_threshold(1)
+        .build()
+        .unwrap();
+    let results = run_threads(threads(), move |i| {
+        let base = Tensor::arange(0.0f32, 64.0, &dev).unwrap();
+        let mut ok = true;
+        for k in 0..iters(100) {
+            let c = (i * 7 + k) as f32;
+            let y = base.add_scalar(f64::from(c)).unwrap().mul(&base).unwrap();
+            let want: Vec<f32> = (0..64).map(|j| (j as f32 + c) * j as f32).collect();
+            ok &= y.to_vec::<f32>().unwrap() == want;
+        }
+        ok
+    });
+    assert!(results.iter().all(|&r| r), "{results:?}");
+}

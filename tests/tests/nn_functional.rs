@@ -1275,3 +1275,55 @@ test_device!(
         Ok(())
     }
 );
+
+/// A reference CPU device without the fused layer norm kernels (NOTE
+/// [Fused families]): layer norm is composed from primitives there.
+fn composing_cpu() -> Device {
+    use kael_core::cpu::{CpuBackend, dtypes, ops};
+    let be = CpuBackend::<{ dtypes::ALL }, { ops::ALL & !ops::LAYER_NORM }>::with_allocator(
+        kael_core::shared::Shared::new(kael_core::allocator::GlobalAllocator::new()),
+    );
+    Device::from_backend(kael_core::shared::Shared::new(be))
+}
+
+/// Layer norm of `x` (`[4, 3, 7]`) over its last two dims with and
+/// without affine parameters, and the gradients of `Σ y·c` for a fixed `c`,
+/// all read back as f64.
+fn layer_norm_and_grads(dev: &Device, affine: bool) -> Result<Vec<Vec<f64>>> {
+    let mut rng = Rng::new(3);
+    let cpu = Device::cpu();
+    let make = |shape: &[usize], rng: &mut Rng| -> Result<Tensor> {
+        Tensor::randn(shape, DType::F64, &cpu, rng)?
+            .to_device(dev)?
+            .requires_grad_(true)
+    };
+    let x = make(&[4, 3, 7], &mut rng)?;
+    let (w, b) = (make(&[3, 7], &mut rng)?, make(&[3, 7], &mut rng)?);
+    let c = Tensor::randn(&[4, 3, 7], DType::F64, &cpu, &mut rng)?.to_device(dev)?;
+    let y = if affine {
+        F::layer_norm(&x, &[3, 7], Some(&w), Some(&b), 1e-5)?
+    } else {
+        F::layer_norm(&x, &[3, 7], None, None, 1e-5)?
+    };
+    y.mul(&c)?.sum_all()?.backward()?;
+    let mut out = vec![v64(&y), v64(&x.grad().expect("x has a gradient"))];
+    if affine {
+        out.push(v64(&w.grad().expect("w has a gradient")));
+        out.push(v64(&b.grad().expect("b has a gradient")));
+    }
+    Ok(out)
+}
+
+test_device!(
+    layer_norm_fused_kernels_equal_the_composition_with_and_without_affine,
+    |dev| {
+        for affine in [true, false] {
+            let fused = layer_norm_and_grads(dev, affine)?;
+            let composed = layer_norm_and_grads(&composing_cpu(), affine)?;
+            for (f, c) in fused.iter().zip(&composed) {
+                assert_close64(f, c, 1e-12);
+            }
+        }
+        Ok(())
+    }
+);

@@ -747,3 +747,89 @@ fn comparisons_with_a_transposed_or_scalar_operand_equal_the_index_mapping() {
         );
     }
 }
+
+/// Layer norm of `x` over its last dim (affine or not) and the gradients
+/// of `Σ y·c`, read back as f32, on `dev` (inputs made on the CPU).
+fn layer_norm_run(
+    dev: &Device,
+    x: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    affine: bool,
+) -> Vec<Vec<f32>> {
+    let on = |t: &Tensor| {
+        t.to_device(dev)
+            .unwrap()
+            .detach()
+            .unwrap()
+            .requires_grad_(true)
+            .unwrap()
+    };
+    let (x, w, b) = (on(x), on(w), on(b));
+    let n = x.shape()[x.rank() - 1];
+    let y = if affine {
+        kael_core::nn::functional::layer_norm(&x, &[n], Some(&w), Some(&b), 1e-5).unwrap()
+    } else {
+        kael_core::nn::functional::layer_norm(&x, &[n], None, None, 1e-5).unwrap()
+    };
+    y.mul(&c.to_device(dev).unwrap())
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    let mut out = vec![
+        y.to_vec::<f32>().unwrap(),
+        x.grad().unwrap().to_vec::<f32>().unwrap(),
+    ];
+    if affine {
+        out.push(w.grad().unwrap().to_vec::<f32>().unwrap());
+        out.push(b.grad().unwrap().to_vec::<f32>().unwrap());
+    }
+    out
+}
+
+#[test]
+fn fused_layer_norm_split_across_threads_equals_the_reference() {
+    // 203 rows of 133 (not a multiple of the 16 lanes) on 3 threads at
+    // threshold 1: many blocks of rows, each block's weight and bias sums
+    // added in order; and one row (a single block). Gradients included.
+    let (be, dev) = backend(3, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(17);
+    for rows in [203usize, 1] {
+        let x = Tensor::randn(&[rows, 133], DType::F32, &cpu, &mut rng).unwrap();
+        let x = x.affine(3.0, 5.0).unwrap();
+        let w = Tensor::randn(&[133], DType::F32, &cpu, &mut rng).unwrap();
+        let b = Tensor::randn(&[133], DType::F32, &cpu, &mut rng).unwrap();
+        let c = Tensor::randn(&[rows, 133], DType::F32, &cpu, &mut rng).unwrap();
+        for affine in [true, false] {
+            let want = layer_norm_run(&cpu, &x, &w, &b, &c, affine);
+            let before = be.parallel_dispatches();
+            let got = layer_norm_run(&dev, &x, &w, &b, &c, affine);
+            assert!(
+                rows == 1 || be.parallel_dispatches() > before,
+                "ran in the pool"
+            );
+            for (g, w) in got.iter().zip(&want) {
+                assert_close(g, w, 1e-4);
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_layer_norm_is_deterministic_for_a_thread_count() {
+    let (_, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(5);
+    let x = Tensor::randn(&[300, 64], DType::F32, &cpu, &mut rng).unwrap();
+    let w = Tensor::randn(&[64], DType::F32, &cpu, &mut rng).unwrap();
+    let b = Tensor::randn(&[64], DType::F32, &cpu, &mut rng).unwrap();
+    let c = Tensor::randn(&[300, 64], DType::F32, &cpu, &mut rng).unwrap();
+    let first = layer_norm_run(&dev, &x, &w, &b, &c, true);
+    for _ in 0..5 {
+        assert_eq!(layer_norm_run(&dev, &x, &w, &b, &c, true), first);
+    }
+}

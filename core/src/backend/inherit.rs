@@ -18,6 +18,17 @@
 //! - [`Inherit::Nothing`] (the default): a kernel that is not overridden
 //!   is [`Error::Unsupported`], which names the backend and the fix.
 //!
+//! NOTE [Fused families]
+//! Some families exist only to be fast: `layer_norm` and
+//! `layer_norm_backward` compute what a dozen primitive ops compute, in one
+//! or two passes. They are optional. A backend that overrides them runs its
+//! kernel; one that inherits [`Inherit::From`] a host device runs that
+//! device's kernel in place; any other ([`Inherit::Staged`] would copy
+//! whole storages across the bus, slower than the primitives it already
+//! has) returns [`Error::Unsupported`], and the tensor layer composes the
+//! op from the backend's primitives. So a new backend writes primitives
+//! only, and results agree either way within the op's stated tolerance.
+//!
 //! The device to inherit from is a value, not a dependency: this module
 //! (the backend boundary) does not import the reference backend, which
 //! depends on it.

@@ -260,6 +260,70 @@ pub trait Backend: MaybeSendSync {
         })
     }
 
+    /// Layer norm of each row of `src` (`[rows, n]`, contiguous; the
+    /// tensor layer flattens the normalised dims): `dst = (src - mean) ·
+    /// rstd · weight + bias` (`weight`, `bias`: `[n]`, or absent), and
+    /// `stats[r] = [mean, rstd]` (`[rows, 2]`), `rstd = 1/sqrt(var + eps)`
+    /// with the biased variance. f32 and f64; `dst`, `stats` contiguous.
+    ///
+    /// A fused family (NOTE [Fused families]): a backend that neither
+    /// overrides it nor inherits from a host device in place
+    /// ([`Inherit::From`]) returns [`Error::Unsupported`], and the tensor
+    /// layer composes the op from the backend's own primitives instead.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] as above; backend failures.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm(
+        &self,
+        src: Src<'_>,
+        weight: Option<Src<'_>>,
+        bias: Option<Src<'_>>,
+        eps: f64,
+        dst: Dst<'_>,
+        stats: Dst<'_>,
+    ) -> Result<()> {
+        match self.inherit() {
+            Inherit::From(from) => from
+                .backend()
+                .layer_norm(src, weight, bias, eps, dst, stats),
+            _ => Err(Error::Unsupported {
+                op: "layer_norm",
+                device: self.kind(),
+            }),
+        }
+    }
+
+    /// Layer norm's backward for `grad`, `src` (`[rows, n]`, contiguous),
+    /// the forward's `stats` and `weight` (`[n]`, or absent): `dx`
+    /// (`[rows, n]`) `= rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))` per row,
+    /// with `x̂ = (x - mean) · rstd` and `ĝ = grad · weight`, and `dwb`
+    /// (`[2, n]`) `= [Σ_r grad · x̂, Σ_r grad]`. A fused family, like
+    /// [`Backend::layer_norm`].
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] as for [`Backend::layer_norm`]; backend failures.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_backward(
+        &self,
+        grad: Src<'_>,
+        src: Src<'_>,
+        stats: Src<'_>,
+        weight: Option<Src<'_>>,
+        dx: Dst<'_>,
+        dwb: Dst<'_>,
+    ) -> Result<()> {
+        match self.inherit() {
+            Inherit::From(from) => from
+                .backend()
+                .layer_norm_backward(grad, src, stats, weight, dx, dwb),
+            _ => Err(Error::Unsupported {
+                op: "layer_norm",
+                device: self.kind(),
+            }),
+        }
+    }
+
     /// Batched matrix product: `lhs [.., m, k] @ rhs [.., k, n] -> dst [.., m, n]`.
     /// Batch dims of `lhs`/`rhs` are already broadcast to `dst`'s (stride 0
     /// allowed); `dst` is contiguous.

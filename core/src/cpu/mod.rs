@@ -13,6 +13,7 @@
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
+pub mod norm;
 pub mod reduce;
 pub mod select;
 
@@ -247,6 +248,32 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> Backend
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
         self.family(ops::SOFTMAX, "softmax")?;
         reduce::softmax_in::<DTYPES, F32_ACC>(src, dim, log, dst)
+    }
+
+    fn layer_norm(
+        &self,
+        src: Src<'_>,
+        weight: Option<Src<'_>>,
+        bias: Option<Src<'_>>,
+        eps: f64,
+        dst: Dst<'_>,
+        stats: Dst<'_>,
+    ) -> Result<()> {
+        self.family(ops::LAYER_NORM, "layer_norm")?;
+        norm::layer_norm(src, weight, bias, eps, dst, stats)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        grad: Src<'_>,
+        src: Src<'_>,
+        stats: Src<'_>,
+        weight: Option<Src<'_>>,
+        dx: Dst<'_>,
+        dwb: Dst<'_>,
+    ) -> Result<()> {
+        self.family(ops::LAYER_NORM, "layer_norm")?;
+        norm::layer_norm_backward(grad, src, stats, weight, dx, dwb)
     }
 
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {

@@ -124,12 +124,15 @@ pub mod ops {
     pub const INDEX_ADD: u128 = 1 << 11;
     /// `scatter_add`.
     pub const SCATTER_ADD: u128 = 1 << 12;
+    /// `layer_norm` and its backward as fused kernels (without it, layer
+    /// norm is composed from the other families: NOTE [Fused families]).
+    pub const LAYER_NORM: u128 = 1 << 13;
 
     pub use crate::ops::binary::bits::*;
     pub use crate::ops::unary::bits::*;
 
     /// Every kernel family and op (the default).
-    pub const ALL: u128 = ((1 << 13) - 1) | UNARY | BINARY;
+    pub const ALL: u128 = ((1 << 14) - 1) | UNARY | BINARY;
     /// What the forward pass of a ReLU MLP needs (`softmax(relu(x @ w + b)
     /// ...)`), plus the copy, cast and fill that tensor creation and views
     /// use. OR in more ops (`| ops::EXP | ops::TANH`) for other activations.

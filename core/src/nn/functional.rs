@@ -195,23 +195,44 @@ pub(super) fn layer_norm_op(
     let mut inputs: Vec<&Tensor> = alloc::vec![input];
     inputs.extend(weight);
     inputs.extend(bias);
+    let n: usize = normalized_shape.iter().product();
     if !crate::autograd::needs_record(&inputs) {
+        if let Some((y, _)) = super::layer_norm_kernel::forward(input, n, weight, bias, eps)? {
+            return Ok(y);
+        }
         return Ok(layer_norm_forward(input, &dims, weight, bias, eps)?.0);
     }
     // NOTE [Layer norm as one node]
-    // Recorded as one node whose rule reads the saved normalised input and
-    // 1/σ (`layer_norm_backward`): 11 passes over the input in backward
-    // where the composition's own graph took about twice as many (and
-    // ten nodes); values are the composition's, bit for bit.
-    let (y, xhat, inv_std) = no_grad(|| layer_norm_forward(input, &dims, weight, bias, eps))?;
-    let mut saved = alloc::vec![
-        SavedTensor::input(input),
-        SavedTensor::input(&xhat),
-        SavedTensor::input(&inv_std),
-    ];
+    // Recorded as one node (`layer_norm_backward`). Where the device has
+    // the fused kernels (NOTE [Fused families]) the forward is one kernel
+    // that also returns each row's mean and 1/σ, the node saves those
+    // (FUSED flag), and the backward is one kernel too. Otherwise the
+    // forward is composed, and the node saves the normalised input and 1/σ:
+    // 11 passes over the input in backward where the composition's own
+    // graph took about twice as many (and ten nodes).
+    let fused = no_grad(|| super::layer_norm_kernel::forward(input, n, weight, bias, eps))?;
+    let (y, mut saved, fused_flag) = match fused {
+        Some((y, stats)) => (
+            y,
+            alloc::vec![SavedTensor::input(input), SavedTensor::input(&stats)],
+            FUSED,
+        ),
+        None => {
+            let (y, xhat, inv_std) =
+                no_grad(|| layer_norm_forward(input, &dims, weight, bias, eps))?;
+            let saved = alloc::vec![
+                SavedTensor::input(input),
+                SavedTensor::input(&xhat),
+                SavedTensor::input(&inv_std),
+            ];
+            (y, saved, 0)
+        }
+    };
     saved.extend(weight.map(SavedTensor::input));
-    let flags =
-        u32::from(weight.is_some()) | (u32::from(bias.is_some()) << 1) | ((dims.len() as u32) << 8);
+    let flags = u32::from(weight.is_some())
+        | (u32::from(bias.is_some()) << 1)
+        | fused_flag
+        | ((dims.len() as u32) << 8);
     crate::autograd::record(&y, &inputs, || {
         Ok(Rule::Fused {
             name: "NativeLayerNormBackward",
@@ -223,6 +244,9 @@ pub(super) fn layer_norm_op(
     })?;
     Ok(y)
 }
+
+/// Layer norm's flag: the node saved the fused kernel's stats.
+const FUSED: u32 = 1 << 4;
 
 /// `(y, x̂, 1/σ)` of layer norm over `dims` (the trailing ones).
 fn layer_norm_forward(
@@ -268,21 +292,38 @@ fn layer_norm_backward(
         reason: "internal: a saved tensor is missing; please report this",
     };
     let (has_w, has_b, k) = (flags & 1 != 0, flags & 2 != 0, (flags >> 8) as usize);
-    let [x, xhat_saved, inv_std_saved, rest @ ..] = saved else {
+    let fused = flags & FUSED != 0;
+    let [x, rest @ ..] = saved else {
         return Err(internal());
     };
     let rank = x.rank();
     let dims: Vec<isize> = (1..=k).map(|i| -(i as isize)).collect();
     let lead: Vec<isize> = (0..rank.saturating_sub(k)).map(|d| d as isize).collect();
-    let (xhat, inv_std) = if crate::autograd::is_grad_enabled() {
-        normalise(x, &dims, eps)?
-    } else {
-        (xhat_saved.clone(), inv_std_saved.clone())
-    };
+    let (norm_saved, rest) = rest.split_at(if fused { 1 } else { 2 }.min(rest.len()));
     let w = if has_w {
         Some(rest.first().ok_or_else(internal)?)
     } else {
         None
+    };
+    let grad_mode = crate::autograd::is_grad_enabled();
+    let (xhat, inv_std) = match norm_saved {
+        _ if grad_mode => normalise(x, &dims, eps)?,
+        [stats] => {
+            let shape = &x.shape()[rank.saturating_sub(k)..];
+            if let Some((dx, dw, db)) = super::layer_norm_kernel::backward(g, x, stats, w, shape)? {
+                let mut out = alloc::vec![Some(dx)];
+                if has_w {
+                    out.push(Some(dw));
+                }
+                if has_b {
+                    out.push(Some(db));
+                }
+                return Ok(out);
+            }
+            from_stats(x, stats, k)?
+        }
+        [xhat, inv_std] => (xhat.clone(), inv_std.clone()),
+        _ => return Err(internal()),
     };
     let gh = match w {
         Some(w) => g.mul(w)?,
@@ -307,6 +348,19 @@ fn layer_norm_backward(
         out.push(Some(lead_sum(g.clone())?));
     }
     Ok(out)
+}
+
+/// `(x̂, 1/σ)` from the fused kernel's `stats` (`[rows, 2]` of mean and
+/// 1/σ), shaped to broadcast over `x`'s last `k` dims.
+fn from_stats(x: &Tensor, stats: &Tensor, k: usize) -> Result<(Tensor, Tensor)> {
+    let rank = x.rank();
+    let mut shape = Dims::from_slice(&x.shape()[..rank.saturating_sub(k)])?;
+    for _ in 0..k {
+        shape.push(1)?;
+    }
+    let mean = stats.select(1, 0)?.reshape(&shape[..])?;
+    let inv_std = stats.select(1, 1)?.reshape(&shape[..])?;
+    Ok((x.sub(&mean)?.mul(&inv_std)?, inv_std))
 }
 
 // -------------------------------------------------------------- batch norm

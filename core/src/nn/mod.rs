@@ -45,6 +45,7 @@ mod embedding;
 pub mod functional;
 pub mod init;
 mod layer_norm;
+mod layer_norm_kernel;
 mod linear;
 mod loss;
 mod module;

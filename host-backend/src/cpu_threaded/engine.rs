@@ -4,12 +4,12 @@
 //! slice, a broadcast scalar, the destination itself, or a strided layout
 //! gathered block by block into a small buffer.
 
+use super::pool::Pool;
 use kael_core::backend::{Dst, Src};
 use kael_core::cpu::elementwise::aliases;
 use kael_core::layout::Layout;
 use kael_core::storage::ReadGuard;
 use kael_core::{Error, Result};
-use rayon::ThreadPool;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -19,7 +19,7 @@ pub(super) const BLOCK: usize = 2048;
 
 /// The pool, its size and the parallel threshold of one backend.
 pub(super) struct Par<'a> {
-    pub(super) pool: &'a ThreadPool,
+    pub(super) pool: &'a Pool,
     pub(super) threads: usize,
     pub(super) threshold: usize,
     /// Counts hand-offs to the pool (see `ThreadedCpuBackend::parallel_dispatches`).
@@ -28,9 +28,9 @@ pub(super) struct Par<'a> {
 
 // NOTE [Caller participates]
 // A parallel op is cut into pieces that the calling thread and the pool's
-// `threads - 1` workers claim one at a time from a shared counter
-// (rayon's `in_place_scope`; the caller claims too, and returns when every
-// piece is done). So the caller never sits idle waiting for a hand-off,
+// `threads - 1` workers claim one at a time from a shared counter (the
+// caller claims too, and returns when every piece is done; NOTE [Spinning
+// pool] in `pool`). So the caller never sits idle waiting for a hand-off,
 // and after the op only `threads - 1` workers spin looking for more work:
 // with a pool of `threads` workers, the spinning workers took the CPU from
 // the next small op running inline on the caller (on 2 vCPUs, the MLP
@@ -53,13 +53,11 @@ impl Par<'_> {
     /// are left (NOTE [Caller participates]).
     fn run(&self, pieces: usize, claim: impl Fn() + Sync) {
         self.dispatches.fetch_add(1, Ordering::Relaxed);
-        let claim = &claim;
-        self.pool.in_place_scope(|s| {
-            for _ in 1..self.threads.min(pieces) {
-                s.spawn(move |_| claim());
-            }
+        if pieces <= 1 {
             claim();
-        });
+            return;
+        }
+        self.pool.run(&claim);
     }
 
     /// Calls `f(i)` for every `i` in `0..n`, in parallel (the caller

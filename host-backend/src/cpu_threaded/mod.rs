@@ -1,12 +1,13 @@
 //! The threaded CPU backend: host memory, kernels spread over its own
-//! rayon pool for large work and run inline for small work.
+//! spinning worker pool for large work and run inline for small work.
 //!
 //! Tensors live in ordinary host memory ([`Backend::is_host_memory`]), so
 //! moving them between this device and the reference CPU device shares the
 //! storage instead of copying (see `Tensor::to_device`). Specialised:
 //! matmul (the `gemm` crate, strided operands read in place), f32/f64
 //! elementwise ops, copies of every dtype, last-dim, leading-dim and full
-//! reductions, last-dim argmax/argmin and softmax. Everything else runs the
+//! reductions, last-dim argmax/argmin, softmax and layer norm (forward and
+//! backward, f32). Everything else runs the
 //! reference kernels of [`kael_core::cpu`], so results are the reference's
 //! on every layout.
 //!
@@ -24,6 +25,8 @@ mod elementwise;
 mod engine;
 mod float;
 mod matmul;
+mod norm;
+mod pool;
 mod reduce;
 mod softmax;
 mod tiles;
@@ -120,16 +123,13 @@ impl Builder {
     /// [`Error::InvalidArgument`] when the thread pool cannot be built.
     pub fn build_backend(self) -> Result<ThreadedCpuBackend> {
         // The caller is one of the threads (NOTE [Caller participates] in
-        // `engine`); a 1-thread device never hands work over, and its one
-        // worker sleeps.
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.threads.saturating_sub(1).max(1))
-            .thread_name(|i| format!("kael-cpu-{i}"))
-            .build()
-            .map_err(|_| Error::InvalidArgument {
+        // `engine`); a 1-thread device has no worker.
+        let pool = pool::Pool::new(self.threads.saturating_sub(1)).map_err(|_| {
+            Error::InvalidArgument {
                 op: "cpu_threaded::Builder::build",
                 reason: "the thread pool could not be started; try fewer threads",
-            })?;
+            }
+        })?;
         let cache = Shared::new(CachingAllocator::new(self.cache_cap));
         let allocator = self.allocator.unwrap_or_else(|| cache.clone());
         Ok(ThreadedCpuBackend {
@@ -153,7 +153,7 @@ impl Builder {
 
 /// The backend; see the module docs.
 pub struct ThreadedCpuBackend {
-    pool: rayon::ThreadPool,
+    pool: pool::Pool,
     threads: usize,
     threshold: usize,
     allocator: Shared<dyn Allocator>,
@@ -167,14 +167,10 @@ impl ThreadedCpuBackend {
         self.threads
     }
 
-    /// Threads that actually run a parallel op (rayon's worker count plus
+    /// Threads that actually run a parallel op (the pool's workers plus
     /// the calling thread; 1 for a 1-thread device), for checking.
     pub fn pool_threads(&self) -> usize {
-        if self.threads > 1 {
-            self.pool.current_num_threads() + 1
-        } else {
-            1
-        }
+        self.pool.workers() + 1
     }
 
     /// The parallel threshold, in output elements.
@@ -194,16 +190,11 @@ impl ThreadedCpuBackend {
         &self.cache
     }
 
-    /// The index of the pool thread running the caller, `None` off the
-    /// pool (kernels below the threshold run there).
-    pub fn current_thread_index(&self) -> Option<usize> {
-        self.pool.current_thread_index()
-    }
-
-    /// Runs `f` inside the pool (for tests and benchmarks that want to
-    /// know where work lands).
-    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(f)
+    /// The index of the threaded-backend pool worker running the caller
+    /// (of any threaded device), `None` on any other thread, e.g. the
+    /// caller's own (kernels below the threshold run there).
+    pub fn current_thread_index() -> Option<usize> {
+        pool::Pool::current_worker()
     }
 
     fn par(&self) -> Par<'_> {
@@ -339,6 +330,30 @@ impl Backend for ThreadedCpuBackend {
             return reference::reduce::softmax(src, dim, log, dst);
         }
         softmax::softmax(&self.par(), src, dim, log, dst)
+    }
+
+    fn layer_norm(
+        &self,
+        src: Src<'_>,
+        weight: Option<Src<'_>>,
+        bias: Option<Src<'_>>,
+        eps: f64,
+        dst: Dst<'_>,
+        stats: Dst<'_>,
+    ) -> Result<()> {
+        norm::layer_norm(&self.par(), src, weight, bias, eps, dst, stats)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        grad: Src<'_>,
+        src: Src<'_>,
+        stats: Src<'_>,
+        weight: Option<Src<'_>>,
+        dx: Dst<'_>,
+        dwb: Dst<'_>,
+    ) -> Result<()> {
+        norm::layer_norm_backward(&self.par(), grad, src, stats, weight, dx, dwb)
     }
 
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {

@@ -1,0 +1,288 @@
+//! Layer norm's fused kernels ([`Backend::layer_norm`] and
+//! [`Backend::layer_norm_backward`], NOTE [Fused families]): rows of a
+//! contiguous `[rows, n]` source, f32 and f64, every sum accumulated in
+//! f64, two passes over each row (mean, then the centred variance).
+//!
+//! ```
+//! use kael_core::backend::Src;
+//! use kael_core::{cpu::norm, DType, Device, Layout, Storage};
+//! let dev = Device::cpu();
+//! let (x, y, st) = (Storage::zeroed(8, &dev)?, Storage::zeroed(8, &dev)?, Storage::zeroed(8, &dev)?);
+//! x.write("doc")?.bytes_mut().copy_from_slice(bytemuck::cast_slice(&[1.0f32, 3.0]));
+//! let (l, ls) = (Layout::contiguous(&[1, 2])?, Layout::contiguous(&[1, 2])?);
+//! let f = |s, l| Src { storage: s, layout: l, dtype: DType::F32 };
+//! norm::layer_norm(f(&x, &l), None, None, 0.0, f(&y, &l), f(&st, &ls))?;
+//! let g = y.read("doc")?;
+//! assert_eq!(bytemuck::cast_slice::<u8, f32>(g.bytes()), &[-1.0, 1.0]);
+//! # Ok::<(), kael_core::Error>(())
+//! ```
+//!
+//! [`Backend::layer_norm`]: crate::backend::Backend::layer_norm
+//! [`Backend::layer_norm_backward`]: crate::backend::Backend::layer_norm_backward
+
+use crate::backend::{Dst, Src, contract};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::storage::{typed, typed_mut};
+use alloc::vec::Vec;
+
+/// A float the kernels read and write, through f64.
+trait NormFloat: bytemuck::Pod {
+    fn to(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+}
+
+impl NormFloat for f32 {
+    fn to(self) -> f64 {
+        <f64 as From<f32>>::from(self)
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl NormFloat for f64 {
+    fn to(self) -> f64 {
+        self
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+/// `(rows, n)` of a contiguous `[rows, n]` operand, checked against the
+/// kernel contract of the family.
+fn rows_n(op: &'static str, src: &Src<'_>) -> Result<(usize, usize)> {
+    let shape = src.layout.shape();
+    if shape.len() != 2 || !src.layout.is_contiguous() {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "the kernel takes a contiguous [rows, n] source; call contiguous() and reshape first",
+        });
+    }
+    if !matches!(src.dtype, DType::F32 | DType::F64) {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: src.dtype,
+            supported: "f32, f64",
+        });
+    }
+    Ok((shape[0], shape[1]))
+}
+
+/// Checks that `t` is a contiguous operand of `shape` and `dtype`.
+fn expect(op: &'static str, t: &Src<'_>, shape: &[usize], dtype: DType) -> Result<()> {
+    if t.layout.shape() != shape || !t.layout.is_contiguous() || t.dtype != dtype {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "an operand of the fused layer norm kernel has the wrong shape, dtype or layout; pass contiguous [rows, n] data, [n] weight and bias, [rows, 2] stats",
+        });
+    }
+    Ok(())
+}
+
+/// The `len` elements of `t` from its offset.
+fn elems<'a, T: bytemuck::Pod>(bytes: &'a [u8], t: &Src<'_>, len: usize) -> Result<&'a [T]> {
+    let off = t.layout.offset();
+    typed::<T>(bytes)?
+        .get(off..off.saturating_add(len))
+        .ok_or(Error::InvalidArgument {
+            op: "layer_norm",
+            reason: "an operand's layout runs past its storage; this is a bug in the caller",
+        })
+}
+
+fn elems_mut<'a, T: bytemuck::Pod>(
+    bytes: &'a mut [u8],
+    t: &Src<'_>,
+    len: usize,
+) -> Result<&'a mut [T]> {
+    let off = t.layout.offset();
+    typed_mut::<T>(bytes)?
+        .get_mut(off..off.saturating_add(len))
+        .ok_or(Error::InvalidArgument {
+            op: "layer_norm",
+            reason: "an operand's layout runs past its storage; this is a bug in the caller",
+        })
+}
+
+/// The reference [`Backend::layer_norm`](crate::backend::Backend::layer_norm).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for operands outside the family's contract,
+/// [`Error::UnsupportedDType`] for dtypes other than f32 and f64.
+pub fn layer_norm(
+    src: Src<'_>,
+    weight: Option<Src<'_>>,
+    bias: Option<Src<'_>>,
+    eps: f64,
+    dst: Dst<'_>,
+    stats: Dst<'_>,
+) -> Result<()> {
+    let op = "layer_norm";
+    let (rows, n) = rows_n(op, &src)?;
+    for t in weight.iter().chain(bias.iter()) {
+        expect(op, t, &[n], src.dtype)?;
+        contract::no_alias(op, &[t], &dst)?;
+        contract::no_alias(op, &[t], &stats)?;
+    }
+    expect(op, &dst, &[rows, n], src.dtype)?;
+    expect(op, &stats, &[rows, 2], src.dtype)?;
+    contract::no_alias(op, &[&src], &dst)?;
+    contract::no_alias(op, &[&src, &dst], &stats)?;
+    match src.dtype {
+        DType::F32 => forward::<f32>(src, weight, bias, eps, dst, stats, rows, n),
+        _ => forward::<f64>(src, weight, bias, eps, dst, stats, rows, n),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn forward<T: NormFloat>(
+    src: Src<'_>,
+    weight: Option<Src<'_>>,
+    bias: Option<Src<'_>>,
+    eps: f64,
+    dst: Dst<'_>,
+    stats: Dst<'_>,
+    rows: usize,
+    n: usize,
+) -> Result<()> {
+    let op = "layer_norm";
+    let total = rows.saturating_mul(n);
+    let gs = src.storage.read(op)?;
+    let x = elems::<T>(gs.bytes(), &src, total)?;
+    let gw = weight.map(|w| w.storage.read(op)).transpose()?;
+    let gb = bias.map(|b| b.storage.read(op)).transpose()?;
+    let w = match (&gw, &weight) {
+        (Some(g), Some(t)) => Some(elems::<T>(g.bytes(), t, n)?),
+        _ => None,
+    };
+    let b = match (&gb, &bias) {
+        (Some(g), Some(t)) => Some(elems::<T>(g.bytes(), t, n)?),
+        _ => None,
+    };
+    let mut gd = dst.storage.write(op)?;
+    let y = elems_mut::<T>(gd.bytes_mut(), &dst, total)?;
+    let mut gst = stats.storage.write(op)?;
+    let st = elems_mut::<T>(gst.bytes_mut(), &stats, rows.saturating_mul(2))?;
+    if n == 0 {
+        return Ok(());
+    }
+    for r in 0..rows {
+        let xr = &x[r * n..(r + 1) * n];
+        let mean = xr.iter().map(|v| v.to()).sum::<f64>() / n as f64;
+        let var = xr
+            .iter()
+            .map(|v| (v.to() - mean) * (v.to() - mean))
+            .sum::<f64>()
+            / n as f64;
+        let rstd = 1.0 / libm::sqrt(var + eps);
+        for (j, o) in y[r * n..(r + 1) * n].iter_mut().enumerate() {
+            let mut v = (xr[j].to() - mean) * rstd;
+            if let Some(w) = w {
+                v *= w[j].to();
+            }
+            if let Some(b) = b {
+                v += b[j].to();
+            }
+            *o = T::from_f64(v);
+        }
+        st[2 * r] = T::from_f64(mean);
+        st[2 * r + 1] = T::from_f64(rstd);
+    }
+    Ok(())
+}
+
+/// The reference [`Backend::layer_norm_backward`](crate::backend::Backend::layer_norm_backward).
+///
+/// # Errors
+/// As [`layer_norm`].
+pub fn layer_norm_backward(
+    grad: Src<'_>,
+    src: Src<'_>,
+    stats: Src<'_>,
+    weight: Option<Src<'_>>,
+    dx: Dst<'_>,
+    dwb: Dst<'_>,
+) -> Result<()> {
+    let op = "layer_norm";
+    let (rows, n) = rows_n(op, &src)?;
+    expect(op, &grad, &[rows, n], src.dtype)?;
+    expect(op, &stats, &[rows, 2], src.dtype)?;
+    if let Some(w) = &weight {
+        expect(op, w, &[n], src.dtype)?;
+    }
+    expect(op, &dx, &[rows, n], src.dtype)?;
+    expect(op, &dwb, &[2, n], src.dtype)?;
+    let mut srcs: Vec<&Src<'_>> = alloc::vec![&grad, &src, &stats];
+    srcs.extend(weight.as_ref());
+    contract::no_alias(op, &srcs, &dx)?;
+    srcs.push(&dx);
+    contract::no_alias(op, &srcs, &dwb)?;
+    match src.dtype {
+        DType::F32 => backward::<f32>(grad, src, stats, weight, dx, dwb, rows, n),
+        _ => backward::<f64>(grad, src, stats, weight, dx, dwb, rows, n),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward<T: NormFloat>(
+    grad: Src<'_>,
+    src: Src<'_>,
+    stats: Src<'_>,
+    weight: Option<Src<'_>>,
+    dx: Dst<'_>,
+    dwb: Dst<'_>,
+    rows: usize,
+    n: usize,
+) -> Result<()> {
+    let op = "layer_norm";
+    let total = rows.saturating_mul(n);
+    let (gg, gs, gst) = (
+        grad.storage.read(op)?,
+        src.storage.read(op)?,
+        stats.storage.read(op)?,
+    );
+    let g = elems::<T>(gg.bytes(), &grad, total)?;
+    let x = elems::<T>(gs.bytes(), &src, total)?;
+    let st = elems::<T>(gst.bytes(), &stats, rows.saturating_mul(2))?;
+    let gw = weight.map(|w| w.storage.read(op)).transpose()?;
+    let w = match (&gw, &weight) {
+        (Some(gw), Some(t)) => Some(elems::<T>(gw.bytes(), t, n)?),
+        _ => None,
+    };
+    let mut gdx = dx.storage.write(op)?;
+    let d = elems_mut::<T>(gdx.bytes_mut(), &dx, total)?;
+    let mut sums = Vec::new();
+    sums.try_reserve_exact(2 * n)
+        .map_err(|_| Error::OutOfMemory {
+            requested: n.saturating_mul(16),
+            available: None,
+        })?;
+    sums.resize(2 * n, 0.0f64);
+    for r in 0..rows {
+        let (mean, rstd) = (st[2 * r].to(), st[2 * r + 1].to());
+        let (gr, xr) = (&g[r * n..(r + 1) * n], &x[r * n..(r + 1) * n]);
+        let (mut m1, mut m2) = (0.0f64, 0.0f64);
+        for j in 0..n {
+            let xh = (xr[j].to() - mean) * rstd;
+            let gh = gr[j].to() * w.map_or(1.0, |w| w[j].to());
+            m1 += gh;
+            m2 += gh * xh;
+            sums[j] += gr[j].to() * xh;
+            sums[n + j] += gr[j].to();
+        }
+        let (m1, m2) = (m1 / n as f64, m2 / n as f64);
+        for (j, o) in d[r * n..(r + 1) * n].iter_mut().enumerate() {
+            let xh = (xr[j].to() - mean) * rstd;
+            let gh = gr[j].to() * w.map_or(1.0, |w| w[j].to());
+            *o = T::from_f64(rstd * (gh - m1 - xh * m2));
+        }
+    }
+    let mut gdwb = dwb.storage.write(op)?;
+    let out = elems_mut::<T>(gdwb.bytes_mut(), &dwb, 2 * n)?;
+    for (o, s) in out.iter_mut().zip(&sums) {
+        *o = T::from_f64(*s);
+    }
+    Ok(())
+}
