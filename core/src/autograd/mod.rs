@@ -97,21 +97,13 @@ impl Drop for Node {
     fn drop(&mut self) {
         let mut stack: Vec<Shared<Node>> = Vec::new();
         take_children(&mut self.next, &mut stack);
-        if let Some(rule) = self
-            .rule
-            .with(|r| r.take())
-            .and_then(|r| Shared::try_unwrap(r).ok())
-        {
+        if let Some(rule) = self.rule.with(|r| r.take()).and_then(unwrap_saving) {
             rule.into_saved_grad_fns(&mut stack);
         }
         while let Some(n) = stack.pop() {
             if let Ok(mut node) = Shared::try_unwrap(n) {
                 take_children(&mut node.next, &mut stack);
-                if let Some(rule) = node
-                    .rule
-                    .with(|r| r.take())
-                    .and_then(|r| Shared::try_unwrap(r).ok())
-                {
+                if let Some(rule) = node.rule.with(|r| r.take()).and_then(unwrap_saving) {
                     rule.into_saved_grad_fns(&mut stack);
                 }
                 // `node` drops here with no children left: no recursion.
@@ -120,8 +112,36 @@ impl Drop for Node {
     }
 }
 
+// NOTE [Small-op path]
+// Recording a 4-element add and dropping its output costs as much as the add
+// itself, so the drop avoids work the common case does not need: a child
+// without edges (a leaf's AccumulateGrad, recreated per op since the leaf
+// holds it weakly) ends its chain, so it is released in place (one level of
+// depth, never more: it has no children) instead of through a heap-allocated
+// stack; and a rule that saved no tensors (add, sum, views) holds no nodes,
+// so it is dropped where it is instead of being moved out of its handle.
+// Binary ops on operands of equal shape skip broadcasting, and device checks
+// compare kinds without cloning device handles.
+
 fn take_children(next: &mut Vec<Option<Shared<Node>>>, stack: &mut Vec<Shared<Node>>) {
-    stack.extend(core::mem::take(next).into_iter().flatten());
+    for n in core::mem::take(next).into_iter().flatten() {
+        if n.next.is_empty() {
+            drop(n);
+        } else {
+            stack.push(n);
+        }
+    }
+}
+
+/// The rule itself when it saved tensors (whose grad_fns the iterative
+/// drop must take) and this was its last handle; otherwise the handle is
+/// released here (a rule without saved tensors holds no nodes).
+fn unwrap_saving(rule: Shared<Rule>) -> Option<Rule> {
+    if rule.saves_tensors() {
+        Shared::try_unwrap(rule).ok()
+    } else {
+        None
+    }
 }
 
 /// A tensor a rule keeps for backward, with the version it had then.

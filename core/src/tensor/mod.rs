@@ -45,6 +45,7 @@ pub use explain::explain;
 use crate::autograd::AutogradMeta;
 use crate::backend::Src;
 use crate::device::Device;
+use crate::device_kind::DeviceKind;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -412,16 +413,21 @@ impl Tensor {
 
     /// Errors unless `other` is on the same device.
     pub(crate) fn same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
-        let (a, b) = (self.device(), other.device());
-        if a.same_as(&b) {
+        // Kinds, read in place: no device handle is cloned (this runs on
+        // every binary op; see NOTE [Small-op path]).
+        let (lhs, rhs) = (self.device_kind(), other.device_kind());
+        if lhs == rhs {
             Ok(())
         } else {
-            Err(Error::DeviceMismatch {
-                op,
-                lhs: a.kind(),
-                rhs: b.kind(),
-            })
+            Err(Error::DeviceMismatch { op, lhs, rhs })
         }
+    }
+
+    /// The kind of the device, without cloning its handle.
+    pub(crate) fn device_kind(&self) -> DeviceKind {
+        self.0
+            .placement
+            .with(|p| p.device.as_ref().unwrap_or(p.storage.device()).kind())
     }
 
     /// Errors unless `other` has the same dtype.

@@ -123,23 +123,27 @@ impl CachingAllocator {
         }
         let class = size_class(size);
         let key = (class, layout.align());
-        let mut st = self.lock();
-        let reused = if class >= MIN_CACHED {
-            st.free.get_mut(&key).and_then(|l| l.pop())
+        // A small block never comes from the cache: it is taken from the
+        // system before the lock, which is then taken once, for the
+        // counters (a 4-element op's output is one of these).
+        let (reused, mut st) = if class >= MIN_CACHED {
+            let mut st = self.lock();
+            (st.free.get_mut(&key).and_then(|l| l.pop()), Some(st))
         } else {
-            None
+            (None, None)
         };
         let (p, hit) = match reused {
             Some(p) => {
+                let st = st.get_or_insert_with(|| self.lock());
                 st.cached -= class;
                 st.hits += 1;
                 (p, true)
             }
             None => {
-                drop(st);
+                drop(st.take());
                 let l = layout_of(class, layout.align());
                 let p = fresh_block(l);
-                st = self.lock();
+                let st = st.insert(self.lock());
                 match p {
                     Some(p) => (p, false),
                     None => {
@@ -152,6 +156,7 @@ impl CachingAllocator {
                 }
             }
         };
+        let mut st = st.unwrap_or_else(|| self.lock());
         st.in_use += class;
         st.peak = st.peak.max(st.in_use);
         st.allocations += 1;
