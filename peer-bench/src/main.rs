@@ -15,9 +15,16 @@
 //! first step's losses must agree (they are computed from the same numbers
 //! by two libraries), which checks that the two sides do the same work.
 //!
-//! `--quick` takes fewer repetitions (CI). Threads: both use every core
+//! After the MLP step and the matrix products come issue 17's figures: the
+//! 4-element add with and without recording (the per-op cost), adds from
+//! 16K to 16M elements, GELU in both forms, and layer_norm forward
+//! (candle-nn's fused op) and forward+backward (its composite, since the
+//! fused op has no backward).
+//!
+//! `--quick` takes fewer repetitions and smaller sizes (CI). Threads: both use every core
 //! (candle through rayon's global pool, kael through its threaded device).
 
+use kael_core::nn::functional::layer_norm;
 use kael_core::nn::{Linear, Module, Reduction, cross_entropy};
 use kael_core::optim::{Optimizer, Sgd, SgdConfig};
 use kael_core::{DType, Rng, Tensor};
@@ -288,5 +295,239 @@ fn main() -> R<()> {
             false,
         );
     }
+
+    // ---- issue 17's figures beside candle: small-op cost, GELU, layer_norm
+    issue17_rows(quick)?;
+    Ok(())
+}
+
+/// The largest absolute difference between two results, or an error when
+/// their lengths differ.
+fn worst_difference(name: &str, k: &[f32], c: &[f32]) -> R<f32> {
+    if k.len() != c.len() {
+        return Err(format!("{name}: kael gave {} values, candle {}", k.len(), c.len()).into());
+    }
+    Ok(k.iter()
+        .zip(c)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max))
+}
+
+/// Issue 17's elementwise and normalisation figures, kael's threaded device
+/// beside candle's CPU device. Each pair of results is compared before it
+/// is timed.
+fn issue17_rows(quick: bool) -> R<()> {
+    use candle_core::{Device as CDevice, Tensor as CT, Var};
+    let dev = kael_host::cpu_threaded::device()?;
+    let cdev = CDevice::Cpu;
+    let mut rng = Rng::new(7);
+    let reps = if quick { 10 } else { 50 };
+    let candle = |t: &Tensor, shape: &[usize]| -> R<CT> {
+        Ok(CT::from_slice(&t.to_vec::<f32>()?, shape, &cdev)?)
+    };
+
+    // The 4-element add, forward and recorded for autograd: the per-op cost.
+    let a = Tensor::randn(&[4], DType::F32, &dev, &mut rng)?;
+    let b = Tensor::randn(&[4], DType::F32, &dev, &mut rng)?;
+    let (ca, cb) = (candle(&a, &[4])?, candle(&b, &[4])?);
+    let worst = worst_difference(
+        "add4",
+        &a.add(&b)?.to_vec::<f32>()?,
+        &ca.add(&cb)?.to_vec1::<f32>()?,
+    )?;
+    if worst > 0.0 {
+        return Err(format!("4-element add: the sums differ by {worst}").into());
+    }
+    let inner = 1000;
+    let (tk, tc) = interleaved(
+        reps,
+        || {
+            for _ in 0..inner {
+                std::hint::black_box(a.add(&b)?);
+            }
+            Ok(())
+        },
+        || {
+            for _ in 0..inner {
+                std::hint::black_box(ca.add(&cb)?);
+            }
+            Ok(())
+        },
+    )?;
+    row(
+        "4-element add",
+        tk * 1e9 / f64::from(inner),
+        tc * 1e9 / f64::from(inner),
+        "ns",
+        true,
+    );
+    let ag = a.requires_grad_(true)?;
+    let cv = Var::from_tensor(&ca)?;
+    let (tk, tc) = interleaved(
+        reps,
+        || {
+            for _ in 0..inner {
+                std::hint::black_box(ag.add(&b)?);
+            }
+            Ok(())
+        },
+        || {
+            for _ in 0..inner {
+                std::hint::black_box(cv.add(&cb)?);
+            }
+            Ok(())
+        },
+    )?;
+    row(
+        "4-element add, recorded",
+        tk * 1e9 / f64::from(inner),
+        tc * 1e9 / f64::from(inner),
+        "ns",
+        true,
+    );
+
+    // Mid-size and large adds (both libraries on every core).
+    let sizes: &[usize] = if quick {
+        &[1 << 16]
+    } else {
+        &[1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 24]
+    };
+    for &n in sizes {
+        let a = Tensor::randn(&[n], DType::F32, &dev, &mut rng)?;
+        let b = Tensor::randn(&[n], DType::F32, &dev, &mut rng)?;
+        let (ca, cb) = (candle(&a, &[n])?, candle(&b, &[n])?);
+        let worst = worst_difference(
+            "add",
+            &a.add(&b)?.to_vec::<f32>()?,
+            &ca.add(&cb)?.to_vec1::<f32>()?,
+        )?;
+        if worst > 0.0 {
+            return Err(format!("add of {n}: the sums differ by {worst}").into());
+        }
+        let (tk, tc) = interleaved(
+            reps,
+            || {
+                std::hint::black_box(a.add(&b)?);
+                Ok(())
+            },
+            || {
+                std::hint::black_box(ca.add(&cb)?);
+                Ok(())
+            },
+        )?;
+        row(&format!("add {n} elements"), tk * 1e6, tc * 1e6, "us", true);
+    }
+
+    // GELU, both forms, 16M elements (4M in the quick run).
+    let n = if quick { 1 << 22 } else { 1 << 24 };
+    let x = Tensor::randn(&[n], DType::F32, &dev, &mut rng)?;
+    let cx = candle(&x, &[n])?;
+    for tanh in [true, false] {
+        let (k, c) = if tanh {
+            (x.gelu_tanh()?, cx.gelu()?)
+        } else {
+            (x.gelu()?, cx.gelu_erf()?)
+        };
+        let worst = worst_difference("gelu", &k.to_vec::<f32>()?, &c.to_vec1::<f32>()?)?;
+        if worst > 1e-4 {
+            return Err(format!("GELU (tanh: {tanh}): the results differ by {worst}").into());
+        }
+        let (tk, tc) = interleaved(
+            reps.min(20),
+            || {
+                std::hint::black_box(if tanh { x.gelu_tanh()? } else { x.gelu()? });
+                Ok(())
+            },
+            || {
+                std::hint::black_box(if tanh { cx.gelu()? } else { cx.gelu_erf()? });
+                Ok(())
+            },
+        )?;
+        let form = if tanh { "tanh" } else { "erf" };
+        row(
+            &format!("GELU ({form}) {}M", n >> 20),
+            tk * 1e3,
+            tc * 1e3,
+            "ms",
+            true,
+        );
+    }
+
+    // layer_norm 4096x1024 (1024x1024 quick): forward with candle-nn's
+    // fused op, forward+backward with its composite (the fused op has no
+    // backward).
+    let rows = if quick { 1024 } else { 4096 };
+    let x = Tensor::randn(&[rows, 1024], DType::F32, &dev, &mut rng)?;
+    let w = Tensor::randn(&[1024], DType::F32, &dev, &mut rng)?;
+    let bias = Tensor::randn(&[1024], DType::F32, &dev, &mut rng)?;
+    let g = Tensor::randn(&[rows, 1024], DType::F32, &dev, &mut rng)?;
+    let (cx, cw, cb, cg) = (
+        candle(&x, &[rows, 1024])?,
+        candle(&w, &[1024])?,
+        candle(&bias, &[1024])?,
+        candle(&g, &[rows, 1024])?,
+    );
+    let ln = |x: &Tensor| layer_norm(x, &[1024], Some(&w), Some(&bias), 1e-5);
+    let worst = worst_difference(
+        "layer_norm",
+        &kael_core::no_grad(|| ln(&x))?.to_vec::<f32>()?,
+        &candle_nn::ops::layer_norm(&cx, &cw, &cb, 1e-5)?
+            .flatten_all()?
+            .to_vec1::<f32>()?,
+    )?;
+    if worst > 1e-3 {
+        return Err(format!("layer_norm: the results differ by {worst}").into());
+    }
+    let (tk, tc) = interleaved(
+        reps.min(20),
+        || {
+            std::hint::black_box(kael_core::no_grad(|| ln(&x))?);
+            Ok(())
+        },
+        || {
+            std::hint::black_box(candle_nn::ops::layer_norm(&cx, &cw, &cb, 1e-5)?);
+            Ok(())
+        },
+    )?;
+    row(
+        &format!("layer_norm fwd {rows}x1024"),
+        tk * 1e3,
+        tc * 1e3,
+        "ms",
+        true,
+    );
+    let xg = x.requires_grad_(true)?;
+    let cxv = Var::from_tensor(&cx)?;
+    let kael_grad = || -> R<Tensor> {
+        ln(&xg)?.mul(&g)?.sum_all()?.backward()?;
+        let grad = xg.grad().ok_or("layer_norm's input has no gradient")?;
+        xg.zero_grad();
+        Ok(grad)
+    };
+    let candle_grad = || -> R<CT> {
+        let y = candle_nn::ops::layer_norm_slow(cxv.as_tensor(), &cw, &cb, 1e-5)?;
+        let grads = (y * &cg)?.sum_all()?.backward()?;
+        Ok(grads.get(&cxv).ok_or("candle gave no gradient")?.clone())
+    };
+    let worst = worst_difference(
+        "layer_norm backward",
+        &kael_grad()?.to_vec::<f32>()?,
+        &candle_grad()?.flatten_all()?.to_vec1::<f32>()?,
+    )?;
+    if worst > 1e-2 {
+        return Err(format!("layer_norm backward: the gradients differ by {worst}").into());
+    }
+    let (tk, tc) = interleaved(
+        reps.min(20),
+        || kael_grad().map(drop),
+        || candle_grad().map(drop),
+    )?;
+    row(
+        &format!("layer_norm fwd+bwd {rows}x1024"),
+        tk * 1e3,
+        tc * 1e3,
+        "ms",
+        true,
+    );
     Ok(())
 }
