@@ -633,3 +633,67 @@ fn matmul_backward_computes_no_gradient_for_an_input_that_needs_none() {
     // x's gradient is one more product, also stored without a copy.
     assert_eq!(linear_backward_allocations(true, false).0, 3);
 }
+
+// ---- leaves own their AccumulateGrad nodes (NOTE [Leaf accumulators])
+
+#[test]
+fn a_leaf_whose_grad_has_history_is_freed_with_its_last_handle() {
+    // backward(create_graph) stores a grad whose history ends at the leaf's
+    // own AccumulateGrad node; that must not keep the leaf (and so the
+    // grad) alive once every handle is gone.
+    let (dev, _) = counted_device();
+    let in_use = {
+        let d = dev.clone();
+        move || d.allocator().stats().in_use
+    };
+    {
+        let x = leaf(&[1.0, 2.0, 3.0], &[3], &dev);
+        // exp saves its output, not x: the grad's history (g * exp(x),
+        // re-attached to ExpBackward) leads to x only through AccumulateGrad.
+        let y = x.exp().unwrap().sum_all().unwrap();
+        let opts = BackwardOptions {
+            create_graph: true,
+            ..Default::default()
+        };
+        y.backward_with(None, opts).unwrap();
+        let g = x.grad().expect("a gradient");
+        assert!(g.grad_fn().is_some());
+        let want = [1.0f32, 2.0, 3.0].map(f32::exp);
+        for (got, want) in g.to_vec::<f32>().unwrap().iter().zip(want) {
+            assert!((got - want).abs() <= 1e-6 * want, "{got} vs {want}");
+        }
+    }
+    assert_eq!(in_use(), 0);
+}
+
+test_device!(
+    backward_after_every_handle_to_a_leaf_is_dropped_still_reaches_the_others,
+    |dev: &Device| {
+        let a = leaf(&[1.0, 2.0], &[2], dev);
+        let b = leaf(&[3.0, 4.0], &[2], dev);
+        let y = a.mul(&b)?.sum_all()?;
+        drop(a);
+        y.backward()?;
+        assert_eq!(vec_of(&b.grad()), [1.0, 2.0]);
+        Ok(())
+    }
+);
+
+test_device!(
+    a_leaf_keeps_one_accumulate_grad_node_across_graphs,
+    |dev: &Device| {
+        let x = leaf(&[1.0, 2.0], &[2], dev);
+        let first = x.mul_scalar(2.0)?;
+        let node = |t: &Tensor| {
+            let f = t.grad_fn().expect("history");
+            f.next_nodes().next().expect("an edge").clone()
+        };
+        let a = node(&first);
+        drop(first);
+        let second = x.mul_scalar(3.0)?;
+        assert!(std::sync::Arc::ptr_eq(&a, &node(&second)));
+        second.sum_all()?.backward()?;
+        assert_eq!(vec_of(&x.grad()), [3.0, 3.0]);
+        Ok(())
+    }
+);

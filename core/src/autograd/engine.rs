@@ -13,7 +13,7 @@ use super::rules::Fnv;
 use super::{GradModeGuard, Node, grad_edge};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, WeakTensor};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::hash::BuildHasherDefault;
@@ -89,11 +89,14 @@ fn run(roots: Vec<(Shared<Node>, Tensor)>, opts: BackwardOptions, run: Run) -> R
             }
             grad = Some(g);
         }
-        let outs: Vec<Option<Tensor>> = match (grad, &node.leaf) {
+        let leaf = node.leaf.as_ref().map(WeakTensor::upgrade);
+        let outs: Vec<Option<Tensor>> = match (grad, leaf) {
             (None, _) => vec![None; node.next.len()],
             (Some(g), Some(leaf)) => {
-                if run.capture.is_none() {
-                    accumulate_into_leaf(leaf, g, opts.create_graph)?;
+                // A leaf dropped by every handle has nobody to show its
+                // grad to (NOTE [Leaf accumulators]).
+                if let (None, Some(leaf)) = (&run.capture, leaf) {
+                    accumulate_into_leaf(&leaf, g, opts.create_graph)?;
                 }
                 Vec::new()
             }
@@ -148,7 +151,7 @@ fn accumulate(buffers: &mut Map<Tensor>, id: usize, g: Tensor) -> Result<()> {
 
 fn apply_hooks(node: &Shared<Node>, mut g: Tensor) -> Result<Tensor> {
     let mut hooks = node.hooks.with(|h| h.clone());
-    if let Some(leaf) = &node.leaf {
+    if let Some(leaf) = node.leaf.as_ref().and_then(WeakTensor::upgrade) {
         hooks.extend(leaf.with_meta(|m| m.hooks.clone()));
     }
     for h in hooks {

@@ -33,7 +33,7 @@ pub fn to_dot(t: &Tensor) -> String {
             continue;
         }
         seen.push(id);
-        match &n.leaf {
+        match n.leaf.as_ref().and_then(crate::tensor::WeakTensor::upgrade) {
             Some(leaf) => {
                 let _ = writeln!(
                     s,

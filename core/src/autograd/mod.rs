@@ -12,7 +12,8 @@
 //! Tensor → meta → grad_fn Node → (saved inputs, next nodes) only points
 //! towards inputs. A rule that needs its own output saves a *detached* alias
 //! (no grad_fn) and re-attaches it to the running node when `create_graph`
-//! asks for it; a leaf holds its `AccumulateGrad` node weakly. So dropping a
+//! asks for it; an `AccumulateGrad` node names its leaf weakly (NOTE [Leaf
+//! accumulators]). So dropping a
 //! loss frees every intermediate.
 //!
 //! NOTE [Saved tensor versions]
@@ -30,8 +31,8 @@ pub use graphviz::to_dot;
 pub use mode::{GradModeGuard, enable_grad, is_grad_enabled, no_grad, set_grad_enabled};
 
 use crate::error::{Error, Result};
-use crate::shared::{Lock, MaybeSendSync, Shared, WeakShared};
-use crate::tensor::Tensor;
+use crate::shared::{Lock, MaybeSendSync, Shared};
+use crate::tensor::{Tensor, WeakTensor};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use rules::Rule;
@@ -48,7 +49,9 @@ pub(crate) struct HookFn(pub(crate) Box<dyn HookClosure>);
 pub(crate) struct AutogradMeta {
     pub(crate) grad: Option<Tensor>,
     pub(crate) grad_fn: Option<Shared<Node>>,
-    pub(crate) accumulator: Option<WeakShared<Node>>,
+    /// The leaf's `AccumulateGrad` node, once an op recorded on the leaf
+    /// (NOTE [Leaf accumulators]).
+    pub(crate) accumulator: Option<Shared<Node>>,
     pub(crate) hooks: Vec<Shared<HookFn>>,
     /// The storage version when `grad_fn` was set: a view whose storage
     /// moved on since re-derives its history from its base (NOTE [In-place
@@ -64,11 +67,12 @@ pub struct Node {
     /// without `retain_graph`.
     pub(crate) rule: Lock<Option<Shared<Rule>>>,
     /// One edge per input: the input's node, or `None` when it needs no grad.
-    pub(crate) next: Vec<Option<Shared<Node>>>,
+    pub(crate) next: Edges,
     /// Hooks registered on the tensor this node produced.
     pub(crate) hooks: Lock<Vec<Shared<HookFn>>>,
-    /// For `AccumulateGrad`: the leaf.
-    pub(crate) leaf: Option<Tensor>,
+    /// For `AccumulateGrad`: the leaf, named weakly (NOTE [Leaf
+    /// accumulators]).
+    pub(crate) leaf: Option<WeakTensor>,
 }
 
 impl Node {
@@ -112,19 +116,33 @@ impl Drop for Node {
     }
 }
 
+// NOTE [Leaf accumulators]
+// A leaf that requires grad owns its AccumulateGrad node (created by the
+// first op recorded on it), and the node names the leaf weakly. PyTorch
+// does it the other way round (the node owns the variable, the variable
+// names the node weakly), which in a loop of small recorded ops re-creates
+// the node each time its last consumer drops, an allocation per op, and
+// makes a cycle when the leaf's grad has history (create_graph) that leads
+// back to the node. Here neither happens. A node whose leaf is gone has
+// nobody to accumulate into, so the engine skips it.
+
 // NOTE [Small-op path]
 // Recording a 4-element add and dropping its output costs as much as the add
 // itself, so the drop avoids work the common case does not need: a child
-// without edges (a leaf's AccumulateGrad, recreated per op since the leaf
-// holds it weakly) ends its chain, so it is released in place (one level of
+// without edges (a leaf's AccumulateGrad) ends its chain, so it is released in place (one level of
 // depth, never more: it has no children) instead of through a heap-allocated
 // stack; and a rule that saved no tensors (add, sum, views) holds no nodes,
 // so it is dropped where it is instead of being moved out of its handle.
 // Binary ops on operands of equal shape skip broadcasting, and device checks
-// compare kinds without cloning device handles.
+// compare kinds without cloning device handles. Elementwise ops, casts and
+// copies read each operand's placement once (`Tensor::with_src_on`: the
+// operand and its device, borrowed) and write their output through its Dst
+// before the output's handle exists (`Tensor::written`: no placement lock,
+// no layout rebuilt, no re-validation of a layout that is contiguous by
+// construction); a 4-element add went from ~230 to ~175 ns.
 
-fn take_children(next: &mut Vec<Option<Shared<Node>>>, stack: &mut Vec<Shared<Node>>) {
-    for n in core::mem::take(next).into_iter().flatten() {
+fn take_children(next: &mut Edges, stack: &mut Vec<Shared<Node>>) {
+    for n in next.iter_mut().filter_map(Option::take) {
         if n.next.is_empty() {
             drop(n);
         } else {
@@ -141,6 +159,69 @@ fn unwrap_saving(rule: Shared<Rule>) -> Option<Rule> {
         Shared::try_unwrap(rule).ok()
     } else {
         None
+    }
+}
+
+/// A node's edges, one per input of its op: up to [`Edges::INLINE`] kept in
+/// place (every unary and binary op; NOTE [Small-op path]: one allocation
+/// fewer per recorded op), more in a vector.
+pub(crate) enum Edges {
+    /// The first `len` slots are the edges.
+    Inline {
+        slots: [Option<Shared<Node>>; Edges::INLINE],
+        len: u8,
+    },
+    /// More edges than fit in place.
+    Heap(Vec<Option<Shared<Node>>>),
+}
+
+impl Edges {
+    /// How many edges are kept without allocating.
+    pub(crate) const INLINE: usize = 2;
+
+    /// The edges `iter` yields, in order.
+    pub(crate) fn collect(iter: impl Iterator<Item = Option<Shared<Node>>>) -> Self {
+        let mut slots: [Option<Shared<Node>>; Edges::INLINE] = [None, None];
+        let mut len = 0usize;
+        let mut iter = iter.peekable();
+        while len < Edges::INLINE {
+            match iter.next() {
+                Some(e) => {
+                    slots[len] = e;
+                    len += 1;
+                }
+                None => break,
+            }
+        }
+        if iter.peek().is_none() {
+            // `len <= INLINE = 2` fits u8.
+            return Edges::Inline {
+                slots,
+                len: len as u8,
+            };
+        }
+        let mut v: Vec<Option<Shared<Node>>> = slots.into_iter().collect();
+        v.extend(iter);
+        Edges::Heap(v)
+    }
+}
+
+impl core::ops::Deref for Edges {
+    type Target = [Option<Shared<Node>>];
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Edges::Inline { slots, len } => &slots[..usize::from(*len)],
+            Edges::Heap(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for Edges {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Edges::Inline { slots, len } => &mut slots[..usize::from(*len)],
+            Edges::Heap(v) => v,
+        }
     }
 }
 
@@ -258,7 +339,7 @@ pub(crate) fn record(
         return Ok(());
     }
     let rule = make()?;
-    let next = inputs.iter().map(|t| grad_edge(t)).collect();
+    let next = Edges::collect(inputs.iter().map(|t| grad_edge(t)));
     out.set_history(new_node(rule, next));
     Ok(())
 }
@@ -283,8 +364,7 @@ pub(crate) fn record_inplace(
     } else {
         (old_edge, rule)
     };
-    let mut next = alloc::vec![first];
-    next.extend(others.iter().map(|t| grad_edge(t)));
+    let next = Edges::collect(core::iter::once(first).chain(others.iter().map(|t| grad_edge(t))));
     let node = new_node(rule, next);
     if target.is_view() {
         let base = target.root();
@@ -295,7 +375,7 @@ pub(crate) fn record_inplace(
     }
 }
 
-fn new_node(rule: Rule, next: Vec<Option<Shared<Node>>>) -> Shared<Node> {
+fn new_node(rule: Rule, next: Edges) -> Shared<Node> {
     Shared::new(Node {
         name: rule.name(),
         rule: Lock::new(Some(Shared::new(rule))),
@@ -337,7 +417,7 @@ impl Tensor {
             input_shape: base.dims().clone(),
             kind: rules::ViewKind::AsStrided(Box::new((base.layout(), self.layout()))),
         };
-        let node = new_node(rule, alloc::vec![Some(base_node)]);
+        let node = new_node(rule, Edges::collect(core::iter::once(Some(base_node))));
         self.set_history(node.clone());
         Some(node)
     }
@@ -357,25 +437,22 @@ impl Tensor {
         imp.take_autograd().and_then(|mut m| m.grad_fn.take())
     }
 
-    /// The leaf's accumulator node (created on first use, held weakly).
+    /// The leaf's accumulator node (created on first use, then kept by the
+    /// leaf: NOTE [Leaf accumulators]).
     pub(crate) fn accumulator(&self) -> Shared<Node> {
-        let existing = self.autograd_slot().with(|m| {
-            m.as_ref()
-                .and_then(|m| m.accumulator.as_ref())
-                .and_then(|w| w.upgrade())
-        });
-        if let Some(n) = existing {
-            return n;
-        }
-        let node = Shared::new(Node {
-            name: "AccumulateGrad",
-            rule: Lock::new(None),
-            next: Vec::new(),
-            hooks: Lock::new(Vec::new()),
-            leaf: Some(self.clone()),
-        });
-        self.with_meta(|m| m.accumulator = Some(Shared::downgrade(&node)));
-        node
+        self.with_meta(|m| {
+            m.accumulator
+                .get_or_insert_with(|| {
+                    Shared::new(Node {
+                        name: "AccumulateGrad",
+                        rule: Lock::new(None),
+                        next: Edges::collect(core::iter::empty()),
+                        hooks: Lock::new(Vec::new()),
+                        leaf: Some(self.downgrade()),
+                    })
+                })
+                .clone()
+        })
     }
 
     /// Whether this tensor is a leaf (no history; PyTorch's `is_leaf`).

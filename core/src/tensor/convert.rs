@@ -25,9 +25,11 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn deep_clone(&self) -> Result<Tensor> {
-        let dev = self.device();
-        let out = Tensor::alloc_for_overwrite(self.shape(), self.dtype(), &dev)?;
-        self.with_src(|s| out.with_src(|d| dev.backend().copy_strided(s, d)))?;
+        let out = self.with_src_on(|s, dev| {
+            Tensor::written(self.dims(), self.dtype(), dev, |d| {
+                dev.backend().copy_strided(s, d)
+            })
+        })?;
         crate::autograd::record(&out, &[self], || Ok(Rule::Identity))?;
         Ok(out)
     }
@@ -75,9 +77,9 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        let dev = self.device();
-        let out = Tensor::alloc_for_overwrite(self.shape(), dtype, &dev)?;
-        self.with_src(|s| out.with_src(|d| dev.backend().cast(s, d)))?;
+        let out = self.with_src_on(|s, dev| {
+            Tensor::written(self.dims(), dtype, dev, |d| dev.backend().cast(s, d))
+        })?;
         if dtype.is_float() {
             crate::autograd::record(&out, &[self], || Ok(Rule::ToDtype { from: self.dtype() }))?;
         }

@@ -119,7 +119,9 @@ impl Tensor {
         }
         shape[d] = total;
         let dev = first.device();
-        let out = Tensor::alloc(&shape, first.dtype(), &dev)?;
+        // The parts cover every element once (their sizes along `d` sum to
+        // `total`), so no zero-fill.
+        let out = Tensor::alloc_for_overwrite(&shape, first.dtype(), &dev)?;
         let storage = out.storage();
         let layout = out.layout();
         let mut start = 0;

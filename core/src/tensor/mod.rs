@@ -50,7 +50,7 @@ use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shape::Dims;
-use crate::shared::{Flag, Lock, Shared};
+use crate::shared::{Flag, Lock, Shared, WeakShared};
 use crate::storage::Storage;
 use alloc::boxed::Box;
 
@@ -64,6 +64,14 @@ pub(crate) struct Placement {
     /// storage's own (INVARIANT 3); `None` (the common case) costs no
     /// reference count when a view is made.
     pub(crate) device: Option<Device>,
+}
+
+impl Placement {
+    /// The device whose kernels run on the tensor (INVARIANT 3), borrowed:
+    /// no handle is cloned.
+    pub(crate) fn device(&self) -> &Device {
+        self.device.as_ref().unwrap_or(self.storage.device())
+    }
 }
 
 /// What a [`Tensor`] points to. See the module's INVARIANTS.
@@ -160,6 +168,31 @@ impl TensorImpl {
             autograd: Lock::new(None),
         })
     }
+
+    /// The impl of a fresh contiguous tensor over `storage`, which the
+    /// caller allocated for exactly `layout.numel()` elements of `dtype`
+    /// with `layout` contiguous from offset 0 and a shape whose element
+    /// count is known to fit (it is an existing tensor's): INVARIANTS 1
+    /// and 2 hold by construction, so nothing is re-checked (NOTE
+    /// [Small-op path]).
+    fn fresh(storage: Shared<Storage>, layout: Layout, dtype: DType) -> Self {
+        debug_assert!(layout.is_contiguous() && layout.offset() == 0);
+        debug_assert!(layout.numel() * dtype.size_in_bytes() <= storage.nbytes());
+        let (shape, strides, offset) = layout.into_parts();
+        Self {
+            shape,
+            dtype,
+            requires_grad: Flag::new(false),
+            placement: Lock::new(Placement {
+                storage,
+                strides,
+                offset,
+                device: None,
+            }),
+            base: None,
+            autograd: Lock::new(None),
+        }
+    }
 }
 
 /// A shared handle to a tensor: cloning it names the same tensor.
@@ -176,6 +209,24 @@ impl TensorImpl {
 /// ```
 #[derive(Clone)]
 pub struct Tensor(Shared<TensorImpl>);
+
+/// A non-owning handle to a tensor: an `AccumulateGrad` node names its leaf
+/// this way, so that the leaf can own the node (NOTE [Leaf accumulators]).
+pub(crate) struct WeakTensor(WeakShared<TensorImpl>);
+
+impl WeakTensor {
+    /// The tensor, while some [`Tensor`] handle to it is alive.
+    pub(crate) fn upgrade(&self) -> Option<Tensor> {
+        self.0.upgrade().map(Tensor)
+    }
+}
+
+impl Tensor {
+    /// A non-owning handle to this tensor.
+    pub(crate) fn downgrade(&self) -> WeakTensor {
+        WeakTensor(Shared::downgrade(&self.0))
+    }
+}
 
 impl Tensor {
     /// Wraps a validated impl.
@@ -402,13 +453,53 @@ impl Tensor {
     }
 
     pub(crate) fn with_src<R>(&self, f: impl FnOnce(Src<'_>) -> R) -> R {
+        self.with_src_on(|src, _| f(src))
+    }
+
+    /// [`Tensor::with_src`] that also lends the device whose kernels run on
+    /// this tensor: one read of the placement gives both, and no device
+    /// handle is cloned (NOTE [Small-op path]).
+    pub(crate) fn with_src_on<R>(&self, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
         let p = self.placement();
-        let layout = Layout::from_dims(self.0.shape.clone(), p.strides, p.offset);
-        f(Src {
-            storage: &p.storage,
+        let layout = Layout::from_dims(self.0.shape.clone(), p.strides.clone(), p.offset);
+        f(
+            Src {
+                storage: &p.storage,
+                layout: &layout,
+                dtype: self.0.dtype,
+            },
+            p.device(),
+        )
+    }
+
+    /// A new contiguous tensor of `shape` and `dtype` on `device`, every
+    /// element of which `kernel` writes (its bytes are arbitrary before:
+    /// see [`Tensor::alloc_for_overwrite`]). The kernel writes through the
+    /// output's [`Dst`] before the handle exists, so no lock is taken and no
+    /// layout is rebuilt for it (NOTE [Small-op path]). `shape` is an
+    /// existing tensor's (its element count fits).
+    pub(crate) fn written(
+        shape: &Dims,
+        dtype: DType,
+        device: &Device,
+        kernel: impl FnOnce(Src<'_>) -> Result<()>,
+    ) -> Result<Tensor> {
+        let nbytes =
+            shape
+                .numel()
+                .checked_mul(dtype.size_in_bytes())
+                .ok_or(Error::OutOfMemory {
+                    requested: usize::MAX,
+                    available: None,
+                })?;
+        let storage = Shared::new(Storage::for_overwrite(nbytes, device)?);
+        let layout = Layout::from_dims(shape.clone(), crate::shape::contiguous_strides(shape), 0);
+        kernel(Src {
+            storage: &storage,
             layout: &layout,
-            dtype: self.0.dtype,
-        })
+            dtype,
+        })?;
+        Ok(Tensor::from_impl(TensorImpl::fresh(storage, layout, dtype)))
     }
 
     /// Errors unless `other` is on the same device.

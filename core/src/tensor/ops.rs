@@ -3,7 +3,8 @@
 use super::Tensor;
 use crate::autograd::SavedTensor;
 use crate::autograd::rules::Rule;
-use crate::backend::{BinaryOp, CmpOp, UnaryOp};
+use crate::backend::{BinaryOp, CmpOp, Src, UnaryOp};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::broadcast_shapes;
@@ -21,10 +22,12 @@ impl Tensor {
         if !op.works_on_ints() {
             self.dtype().require_float(op.name())?;
         }
-        let dev = self.device();
         // The kernel writes every element: no zeroing (NOTE in `alloc_for_overwrite`).
-        let out = Tensor::alloc_for_overwrite(self.shape(), self.dtype(), &dev)?;
-        self.with_src(|s| out.with_src(|d| dev.backend().unary(op, s, d)))?;
+        let out = self.with_src_on(|s, dev| {
+            Tensor::written(self.dims(), self.dtype(), dev, |d| {
+                dev.backend().unary(op, s, d)
+            })
+        })?;
         crate::autograd::record(&out, &[self], || {
             let (need_x, need_out) = op.saves();
             Ok(Rule::Unary {
@@ -68,10 +71,27 @@ impl Tensor {
     pub(crate) fn binary_op(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
         self.same_dtype(op.name(), other)?;
         check_binary_dtype(op, self.dtype())?;
-        let (a, b) = self.broadcast_pair(op.name(), other)?;
-        let dev = a.device();
-        let out = Tensor::alloc_for_overwrite(a.shape(), a.dtype(), &dev)?;
-        a.with_src(|sa| b.with_src(|sb| out.with_src(|d| dev.backend().binary(op, sa, sb, d))))?;
+        let kernel = |sa: Src<'_>, dev: &Device, sb: Src<'_>, dev_b: &Device| {
+            let (lhs, rhs) = (dev.kind(), dev_b.kind());
+            if lhs != rhs {
+                return Err(Error::DeviceMismatch {
+                    op: op.name(),
+                    lhs,
+                    rhs,
+                });
+            }
+            Tensor::written(sa.layout.shape(), sa.dtype, dev, |d| {
+                dev.backend().binary(op, sa, sb, d)
+            })
+        };
+        // Equal shapes (the common case) read each operand's placement once
+        // (NOTE [Small-op path]); others are broadcast to views first.
+        let out = if self.shape() == other.shape() {
+            self.with_src_on(|sa, dev| other.with_src_on(|sb, dev_b| kernel(sa, dev, sb, dev_b)))?
+        } else {
+            let (a, b) = self.broadcast_pair(op.name(), other)?;
+            a.with_src_on(|sa, dev| b.with_src_on(|sb, dev_b| kernel(sa, dev, sb, dev_b)))?
+        };
         crate::autograd::record(&out, &[self, other], || {
             let (na, nb, no) = op.saves();
             Ok(Rule::Binary {
@@ -93,10 +113,13 @@ impl Tensor {
     pub(crate) fn compare_op(&self, op: CmpOp, other: &Tensor) -> Result<Tensor> {
         self.same_dtype("compare", other)?;
         let (a, b) = self.broadcast_pair("compare", other)?;
-        let dev = a.device();
-        let out = Tensor::alloc_for_overwrite(a.shape(), DType::Bool, &dev)?;
-        a.with_src(|sa| b.with_src(|sb| out.with_src(|d| dev.backend().compare(op, sa, sb, d))))?;
-        Ok(out)
+        a.with_src_on(|sa, dev| {
+            b.with_src(|sb| {
+                Tensor::written(a.dims(), DType::Bool, dev, |d| {
+                    dev.backend().compare(op, sa, sb, d)
+                })
+            })
+        })
     }
 
     /// A rank-0 tensor of `value` with this tensor's dtype and device.
