@@ -21,6 +21,12 @@ Figures (the same work as kael-bench's rows of the same name):
               Python user sees)
   add4_grad   the same with a requiring grad (recorded for autograd)
   add:N       a + b of two N-element f32 tensors
+  mm:N        an N x N x N f32 product (no grad)
+  mm:MxKxN    [M, K] @ [K, N]
+  mm_bt:MxKxN [M, K] @ w.t(), w a contiguous [N, K] (Linear's forward)
+  mm_at:MxKxN g.t() @ x, g a contiguous [K, M] (a weight gradient)
+  bmm:BxMxKxN, bmm_bt:BxMxKxN   the same batched over B
+              (each timed run is about 0.4 GFLOP of products, as kael-bench's)
 
 Pinned: torch 2.15.0 from PyPI (the CPU kernels of the CUDA wheel).
 """
@@ -138,6 +144,26 @@ def figure(name, reps):
         def many():
             for _ in range(inner):
                 a + b
+
+        with torch.no_grad():
+            return median_seconds(many, reps, 1) / inner
+    if "mm" in name:
+        kind, dims = name.split(":")
+        d = [int(x) for x in dims.split("x")]
+        if kind.startswith("bmm"):
+            b, m, k, n = d
+        elif len(d) == 1:
+            b, m, k, n = 1, d[0], d[0], d[0]
+        else:
+            b, (m, k, n) = 1, d
+        lead = (b,) if b > 1 else ()
+        lhs = torch.randn(*lead, k, m).transpose(-1, -2) if kind.endswith("_at") else torch.randn(*lead, m, k)
+        rhs = torch.randn(*lead, n, k).transpose(-1, -2) if kind.endswith("_bt") else torch.randn(*lead, k, n)
+        inner = min(10_000, max(1, 400_000_000 // (2 * b * m * k * n)))
+
+        def many():
+            for _ in range(inner):
+                torch.matmul(lhs, rhs)
 
         with torch.no_grad():
             return median_seconds(many, reps, 1) / inner

@@ -261,7 +261,8 @@ fn main() -> R<()> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     // `--only NAME`: run one section (matmul, memory, softmax, views, mlp,
-    // backward, peers); `--figure NAME`: one figure of `peers`.
+    // backward, peers); `--figure NAME`: one figure of `peers` (`products`:
+    // its matmul figures).
     let only = args
         .iter()
         .position(|a| a == "--only")

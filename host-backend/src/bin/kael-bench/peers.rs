@@ -108,6 +108,7 @@ fn kael_seconds(name: &str, dev: &Device, reps: usize) -> R<f64> {
                 Ok(())
             })? / n as f64)
         }
+        _ if name.contains("mm") => matmul_seconds(name, dev, reps),
         _ => {
             let n: usize = name.strip_prefix("add:").unwrap_or("0").parse()?;
             let a = Tensor::randn(&[n], DType::F32, dev, &mut rng)?;
@@ -124,6 +125,58 @@ fn kael_seconds(name: &str, dev: &Device, reps: usize) -> R<f64> {
             })? / inner as f64)
         }
     }
+}
+
+/// One product of a `mm*` figure (the names `bench-torch.py` documents):
+/// `mm:N` (square), `mm:MxKxN`, `mm_bt:MxKxN` (rhs a transposed view of a
+/// contiguous `[N, K]`, as Linear's forward `x @ w.t()`), `mm_at:MxKxN`
+/// (lhs a transposed view of a contiguous `[K, M]`, as the weight gradient
+/// `(g.t() @ x)`), `bmm:BxMxKxN` and `bmm_bt:BxMxKxN` (batched over `B`).
+/// Returns (batches, m, k, n, lhs transposed, rhs transposed).
+fn matmul_dims(name: &str) -> R<(usize, usize, usize, usize, bool, bool)> {
+    let (kind, dims) = name
+        .split_once(':')
+        .ok_or_else(|| format!("bad matmul figure {name}"))?;
+    let d: Vec<usize> = dims.split('x').map(str::parse).collect::<Result<_, _>>()?;
+    let (b, m, k, n) = match (kind.starts_with("bmm"), &d[..]) {
+        (false, &[n]) => (1, n, n, n),
+        (false, &[m, k, n]) => (1, m, k, n),
+        (true, &[b, m, k, n]) => (b, m, k, n),
+        _ => return Err(format!("bad matmul figure {name}").into()),
+    };
+    Ok((b, m, k, n, kind.ends_with("_at"), kind.ends_with("_bt")))
+}
+
+/// Products per timed run of a `mm*` figure: about 0.4 GFLOP, so each run
+/// is milliseconds long (the same count as `bench-torch.py`'s).
+fn matmul_inner(b: usize, m: usize, k: usize, n: usize) -> usize {
+    (400_000_000 / (2 * b * m * k * n).max(1)).clamp(1, 10_000)
+}
+
+fn matmul_seconds(name: &str, dev: &Device, reps: usize) -> R<f64> {
+    let (b, m, k, n, at, bt) = matmul_dims(name)?;
+    let mut rng = Rng::new(0);
+    let lead = |r: usize, c: usize| if b > 1 { vec![b, r, c] } else { vec![r, c] };
+    let lhs = if at {
+        Tensor::randn(&lead(k, m), DType::F32, dev, &mut rng)?.transpose(-1, -2)?
+    } else {
+        Tensor::randn(&lead(m, k), DType::F32, dev, &mut rng)?
+    };
+    let rhs = if bt {
+        Tensor::randn(&lead(n, k), DType::F32, dev, &mut rng)?.transpose(-1, -2)?
+    } else {
+        Tensor::randn(&lead(k, n), DType::F32, dev, &mut rng)?
+    };
+    let inner = matmul_inner(b, m, k, n);
+    Ok(time(reps, || {
+        no_grad(|| {
+            for _ in 0..inner {
+                black_box(lhs.matmul(&rhs)?);
+            }
+            Ok::<(), kael_core::Error>(())
+        })?;
+        Ok(())
+    })? / inner as f64)
 }
 
 fn torch_seconds(py: &str, f: &Figure, reps: usize) -> R<f64> {
@@ -191,11 +244,44 @@ pub fn run(quick: bool, only_figure: Option<&str>) -> R<()> {
             });
         }
     }
+    // Issue 17's small products: square n = 64..256, and the demo's
+    // (kael-train's char transformer at batch 16: 1024 rows of dim 96):
+    // the Linear forwards (qkv, attention projection, MLP up and down,
+    // lm_head), one backward product of each kind (grad input g @ w, grad
+    // weight g.t() @ x), and the two attention products per batch x head.
+    let products = [
+        ("mm:64", "matmul 64^3"),
+        ("mm:128", "matmul 128^3"),
+        ("mm:256", "matmul 256^3"),
+        ("mm_bt:1024x96x288", "linear fwd [1024,96]x[96,288]"),
+        ("mm_bt:1024x96x96", "linear fwd [1024,96]x[96,96]"),
+        ("mm_bt:1024x96x384", "linear fwd [1024,96]x[96,384]"),
+        ("mm_bt:1024x384x96", "linear fwd [1024,384]x[384,96]"),
+        ("mm_bt:1024x96x84", "linear fwd [1024,96]x[96,84] (lm_head)"),
+        ("mm:1024x384x96", "grad input [1024,384]x[384,96]"),
+        ("mm_at:384x1024x96", "grad weight [1024,384]^T x [1024,96]"),
+        ("bmm_bt:64x64x24x64", "attention q k^T 64x[64,24]x[24,64]"),
+        ("bmm:64x64x64x24", "attention att v 64x[64,64]x[64,24]"),
+    ];
+    for (name, label) in products {
+        for threads in [2, 1] {
+            figures.push(Figure {
+                name: name.into(),
+                label: format!("{label}, {threads}T (us)"),
+                threads,
+            });
+        }
+    }
     if quick {
-        figures.retain(|f| !f.name.starts_with("add:") || f.name == "add:65536");
+        figures.retain(|f| {
+            (!f.name.starts_with("add:") || f.name == "add:65536")
+                && (!f.name.contains("mm")
+                    || (f.threads == 2 && ["mm:128", "bmm:64x64x64x24"].contains(&f.name.as_str())))
+        });
     }
     if let Some(o) = only_figure {
-        figures.retain(|f| f.name == o);
+        // `--figure products`: every `mm*` figure.
+        figures.retain(|f| f.name == o || (o == "products" && f.name.contains("mm")));
     }
     println!();
     println!(
@@ -229,11 +315,11 @@ pub fn run(quick: bool, only_figure: Option<&str>) -> R<()> {
         let scale = if f.label.ends_with("(us)") { 1e6 } else { 1e3 };
         let kael = median(k) * scale;
         if p.is_empty() {
-            println!("| {:<46} | {kael:>10.3} | - | - |", f.label);
+            println!("| {:<50} | {kael:>10.3} | - | - |", f.label);
         } else {
             let torch = median(p) * scale;
             println!(
-                "| {:<46} | {kael:>10.3} | {torch:>10.3} | {:>5.2} |",
+                "| {:<50} | {kael:>10.3} | {torch:>10.3} | {:>5.2} |",
                 f.label,
                 torch / kael
             );
