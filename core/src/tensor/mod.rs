@@ -153,8 +153,20 @@ impl TensorImpl {
                 });
             }
         }
+        Ok(Self::assemble(storage, layout, dtype, base, device))
+    }
+
+    /// The impl from checked parts (both constructors end here).
+    #[inline(always)]
+    fn assemble(
+        storage: Shared<Storage>,
+        layout: Layout,
+        dtype: DType,
+        base: Option<Tensor>,
+        device: Option<Device>,
+    ) -> Self {
         let (shape, strides, offset) = layout.into_parts();
-        Ok(Self {
+        Self {
             shape,
             dtype,
             requires_grad: Flag::new(false),
@@ -166,7 +178,7 @@ impl TensorImpl {
             }),
             base,
             autograd: Lock::new(None),
-        })
+        }
     }
 
     /// The impl of a fresh contiguous tensor over `storage`, which the
@@ -178,20 +190,7 @@ impl TensorImpl {
     fn fresh(storage: Shared<Storage>, layout: Layout, dtype: DType) -> Self {
         debug_assert!(layout.is_contiguous() && layout.offset() == 0);
         debug_assert!(layout.numel() * dtype.size_in_bytes() <= storage.nbytes());
-        let (shape, strides, offset) = layout.into_parts();
-        Self {
-            shape,
-            dtype,
-            requires_grad: Flag::new(false),
-            placement: Lock::new(Placement {
-                storage,
-                strides,
-                offset,
-                device: None,
-            }),
-            base: None,
-            autograd: Lock::new(None),
-        }
+        Self::assemble(storage, layout, dtype, None, None)
     }
 }
 
