@@ -497,3 +497,109 @@ pub fn softmax(src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> 
     }
     Ok(())
 }
+
+/// `(rows, n)` of a contiguous `[rows, n]` f32 or f64 layer-norm source.
+fn norm_rows(op: &'static str, src: &Src<'_>) -> Result<(usize, usize)> {
+    let shape = src.layout.shape();
+    if shape.len() != 2 || !src.layout.is_contiguous() {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "the kernel takes a contiguous [rows, n] source; call contiguous() and reshape first",
+        });
+    }
+    if !matches!(src.dtype, DType::F32 | DType::F64) {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: src.dtype,
+            supported: "f32, f64",
+        });
+    }
+    Ok((shape[0], shape[1]))
+}
+
+/// `t` must be a contiguous operand of `shape` and `dtype`.
+fn norm_operand(op: &'static str, t: &Src<'_>, shape: &[usize], dtype: DType) -> Result<()> {
+    if t.layout.shape() != shape || !t.layout.is_contiguous() || t.dtype != dtype {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "an operand of the fused layer norm kernel has the wrong shape, dtype or layout; pass contiguous [rows, n] data, [n] weight and bias, [rows, 2] stats",
+        });
+    }
+    Ok(())
+}
+
+/// [`Backend::layer_norm`](super::Backend::layer_norm)'s contract: a
+/// contiguous `[rows, n]` f32 or f64 source, contiguous `[n]` weight and
+/// bias, `[rows, n]` dst and `[rows, 2]` stats, all of the source's dtype,
+/// and neither output sharing storage with an operand (or each other).
+/// Returns `(rows, n)`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the fix, [`Error::UnsupportedDType`]
+/// for dtypes other than f32 and f64.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (x, y, st) = (Storage::zeroed(24, &dev)?, Storage::zeroed(24, &dev)?, Storage::zeroed(24, &dev)?);
+/// # let (l, ls) = (Layout::contiguous(&[3, 2])?, Layout::contiguous(&[3, 2])?);
+/// let f = |s, l| Src { storage: s, layout: l, dtype: DType::F32 };
+/// assert_eq!(contract::layer_norm(f(&x, &l), None, None, f(&y, &l), f(&st, &ls))?, (3, 2));
+/// assert!(contract::layer_norm(f(&x, &l), None, None, f(&x, &l), f(&st, &ls)).is_err());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn layer_norm(
+    src: Src<'_>,
+    weight: Option<Src<'_>>,
+    bias: Option<Src<'_>>,
+    dst: Dst<'_>,
+    stats: Dst<'_>,
+) -> Result<(usize, usize)> {
+    let op = "layer_norm";
+    let (rows, n) = norm_rows(op, &src)?;
+    for t in weight.iter().chain(bias.iter()) {
+        norm_operand(op, t, &[n], src.dtype)?;
+        no_alias(op, &[t], &dst)?;
+        no_alias(op, &[t], &stats)?;
+    }
+    norm_operand(op, &dst, &[rows, n], src.dtype)?;
+    norm_operand(op, &stats, &[rows, 2], src.dtype)?;
+    no_alias(op, &[&src], &dst)?;
+    no_alias(op, &[&src, &dst], &stats)?;
+    Ok((rows, n))
+}
+
+/// [`Backend::layer_norm_backward`](super::Backend::layer_norm_backward)'s
+/// contract: `grad`, `src` and `dx` contiguous `[rows, n]`, `stats`
+/// `[rows, 2]`, the weight `[n]`, `dwb` `[2, n]`, all of the source's dtype
+/// (f32 or f64), and neither output sharing storage with an operand (or
+/// each other). Returns `(rows, n)`.
+///
+/// # Errors
+/// As [`layer_norm`].
+pub fn layer_norm_backward(
+    grad: Src<'_>,
+    src: Src<'_>,
+    stats: Src<'_>,
+    weight: Option<Src<'_>>,
+    dx: Dst<'_>,
+    dwb: Dst<'_>,
+) -> Result<(usize, usize)> {
+    let op = "layer_norm";
+    let (rows, n) = norm_rows(op, &src)?;
+    norm_operand(op, &grad, &[rows, n], src.dtype)?;
+    norm_operand(op, &stats, &[rows, 2], src.dtype)?;
+    if let Some(w) = &weight {
+        norm_operand(op, w, &[n], src.dtype)?;
+    }
+    norm_operand(op, &dx, &[rows, n], src.dtype)?;
+    norm_operand(op, &dwb, &[2, n], src.dtype)?;
+    for dst in [&dx, &dwb] {
+        no_alias(op, &[&grad, &src, &stats], dst)?;
+        if let Some(w) = &weight {
+            no_alias(op, &[w], dst)?;
+        }
+    }
+    no_alias(op, &[&dx], &dwb)?;
+    Ok((rows, n))
+}

@@ -50,37 +50,6 @@ impl NormFloat for f64 {
     }
 }
 
-/// `(rows, n)` of a contiguous `[rows, n]` operand, checked against the
-/// kernel contract of the family.
-fn rows_n(op: &'static str, src: &Src<'_>) -> Result<(usize, usize)> {
-    let shape = src.layout.shape();
-    if shape.len() != 2 || !src.layout.is_contiguous() {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "the kernel takes a contiguous [rows, n] source; call contiguous() and reshape first",
-        });
-    }
-    if !matches!(src.dtype, DType::F32 | DType::F64) {
-        return Err(Error::UnsupportedDType {
-            op,
-            dtype: src.dtype,
-            supported: "f32, f64",
-        });
-    }
-    Ok((shape[0], shape[1]))
-}
-
-/// Checks that `t` is a contiguous operand of `shape` and `dtype`.
-fn expect(op: &'static str, t: &Src<'_>, shape: &[usize], dtype: DType) -> Result<()> {
-    if t.layout.shape() != shape || !t.layout.is_contiguous() || t.dtype != dtype {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "an operand of the fused layer norm kernel has the wrong shape, dtype or layout; pass contiguous [rows, n] data, [n] weight and bias, [rows, 2] stats",
-        });
-    }
-    Ok(())
-}
-
 /// The `len` elements of `t` from its offset.
 fn elems<'a, T: bytemuck::Pod>(bytes: &'a [u8], t: &Src<'_>, len: usize) -> Result<&'a [T]> {
     let off = t.layout.offset();
@@ -109,8 +78,9 @@ fn elems_mut<'a, T: bytemuck::Pod>(
 /// The reference [`Backend::layer_norm`](crate::backend::Backend::layer_norm).
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for operands outside the family's contract,
-/// [`Error::UnsupportedDType`] for dtypes other than f32 and f64.
+/// As [`contract::layer_norm`]: [`Error::InvalidArgument`] for operands
+/// outside the family's contract, [`Error::UnsupportedDType`] for dtypes
+/// other than f32 and f64.
 pub fn layer_norm(
     src: Src<'_>,
     weight: Option<Src<'_>>,
@@ -119,17 +89,7 @@ pub fn layer_norm(
     dst: Dst<'_>,
     stats: Dst<'_>,
 ) -> Result<()> {
-    let op = "layer_norm";
-    let (rows, n) = rows_n(op, &src)?;
-    for t in weight.iter().chain(bias.iter()) {
-        expect(op, t, &[n], src.dtype)?;
-        contract::no_alias(op, &[t], &dst)?;
-        contract::no_alias(op, &[t], &stats)?;
-    }
-    expect(op, &dst, &[rows, n], src.dtype)?;
-    expect(op, &stats, &[rows, 2], src.dtype)?;
-    contract::no_alias(op, &[&src], &dst)?;
-    contract::no_alias(op, &[&src, &dst], &stats)?;
+    let (rows, n) = contract::layer_norm(src, weight, bias, dst, stats)?;
     match src.dtype {
         DType::F32 => forward::<f32>(src, weight, bias, eps, dst, stats, rows, n),
         _ => forward::<f64>(src, weight, bias, eps, dst, stats, rows, n),
@@ -205,20 +165,7 @@ pub fn layer_norm_backward(
     dx: Dst<'_>,
     dwb: Dst<'_>,
 ) -> Result<()> {
-    let op = "layer_norm";
-    let (rows, n) = rows_n(op, &src)?;
-    expect(op, &grad, &[rows, n], src.dtype)?;
-    expect(op, &stats, &[rows, 2], src.dtype)?;
-    if let Some(w) = &weight {
-        expect(op, w, &[n], src.dtype)?;
-    }
-    expect(op, &dx, &[rows, n], src.dtype)?;
-    expect(op, &dwb, &[2, n], src.dtype)?;
-    let mut srcs: Vec<&Src<'_>> = alloc::vec![&grad, &src, &stats];
-    srcs.extend(weight.as_ref());
-    contract::no_alias(op, &srcs, &dx)?;
-    srcs.push(&dx);
-    contract::no_alias(op, &srcs, &dwb)?;
+    let (rows, n) = contract::layer_norm_backward(grad, src, stats, weight, dx, dwb)?;
     match src.dtype {
         DType::F32 => backward::<f32>(grad, src, stats, weight, dx, dwb, rows, n),
         _ => backward::<f64>(grad, src, stats, weight, dx, dwb, rows, n),

@@ -3,7 +3,7 @@
 //! has. Everything else goes to the reference kernels.
 
 use super::engine::{Par, cast_slice, cast_slice_mut};
-use kael_core::backend::{Dst, Src};
+use kael_core::backend::{Dst, Src, contract};
 use kael_core::cpu::norm as reference;
 use kael_core::dtype::DType;
 use kael_core::{Error, Result};
@@ -31,10 +31,6 @@ fn block_rows(par: &Par<'_>, rows: usize, n: usize) -> usize {
     } else {
         rows.max(1)
     }
-}
-
-fn contiguous_f32(t: &Src<'_>) -> bool {
-    t.dtype == DType::F32 && t.layout.is_contiguous()
 }
 
 /// `len` elements of `t` from its offset.
@@ -68,6 +64,36 @@ fn take<'a>(pieces: &Pieces<'a>, i: usize) -> Option<(&'a mut [f32], &'a mut [f3
     }
 }
 
+/// Runs `f(r0, a, b)` on each block of `per` rows (from row `r0`), in
+/// parallel when there is more than one: `a` and `b` are the block's
+/// disjoint pieces of two outputs, `a_per` and `b_per` elements a block.
+/// The forward and backward kernels share it (NOTE [Layer norm rows]).
+fn for_row_blocks(
+    par: &Par<'_>,
+    per: usize,
+    a: &mut [f32],
+    a_per: usize,
+    b: &mut [f32],
+    b_per: usize,
+    f: impl Fn(usize, &mut [f32], &mut [f32]) + Sync,
+) {
+    let (a_per, b_per) = (a_per.max(1), b_per.max(1));
+    if a.len() <= a_per {
+        f(0, a, b);
+        return;
+    }
+    let pieces: Pieces<'_> = a
+        .chunks_mut(a_per)
+        .zip(b.chunks_mut(b_per))
+        .map(|p| Mutex::new(Some(p)))
+        .collect();
+    par.for_each_index(pieces.len(), |i| {
+        if let Some((a, b)) = take(&pieces, i) {
+            f(i * per, a, b);
+        }
+    });
+}
+
 /// The threaded [`Backend::layer_norm`](kael_core::backend::Backend::layer_norm).
 pub(super) fn layer_norm(
     par: &Par<'_>,
@@ -78,34 +104,10 @@ pub(super) fn layer_norm(
     dst: Dst<'_>,
     stats: Dst<'_>,
 ) -> Result<()> {
-    let shape = src.layout.shape();
-    let fits = shape.len() == 2
-        && [&src, &dst, &stats]
-            .into_iter()
-            .chain(weight.iter())
-            .chain(bias.iter())
-            .all(contiguous_f32)
-        && dst.layout.shape() == shape
-        && stats.layout.shape()[..] == [shape[0], 2]
-        && weight
-            .iter()
-            .chain(bias.iter())
-            .all(|t| t.layout.shape()[..] == [shape[1]])
-        && [&src, &dst]
-            .into_iter()
-            .chain(weight.iter())
-            .chain(bias.iter())
-            .all(|t| !core::ptr::eq(t.storage, stats.storage))
-        && [&src]
-            .into_iter()
-            .chain(weight.iter())
-            .chain(bias.iter())
-            .all(|t| !core::ptr::eq(t.storage, dst.storage))
-        && shape[1] > 0;
-    if !fits {
+    let (rows, n) = contract::layer_norm(src, weight, bias, dst, stats)?;
+    if src.dtype != DType::F32 || n == 0 {
         return reference::layer_norm(src, weight, bias, eps, dst, stats);
     }
-    let (rows, n) = (shape[0], shape[1]);
     let op = "layer_norm";
     let gx = src.storage.read(op)?;
     let x = slice(gx.bytes(), &src, rows * n)?;
@@ -125,23 +127,9 @@ pub(super) fn layer_norm(
     let st = slice_mut(gs.bytes_mut(), &stats, rows * 2)?;
     let per = block_rows(par, rows, n);
     let eps = eps as f32;
-    let run = |r0: usize, y: &mut [f32], st: &mut [f32]| {
+    for_row_blocks(par, per, y, per * n, st, per * 2, |r0, y, st| {
         let x = &x[r0 * n..r0 * n + y.len()];
         forward_dispatch(x, w, b, eps, n, y, st);
-    };
-    if per >= rows {
-        run(0, y, st);
-        return Ok(());
-    }
-    let pieces: Pieces<'_> = y
-        .chunks_mut(per * n)
-        .zip(st.chunks_mut(per * 2))
-        .map(|p| Mutex::new(Some(p)))
-        .collect();
-    par.for_each_index(pieces.len(), |i| {
-        if let Some((y, st)) = take(&pieces, i) {
-            run(i * per, y, st);
-        }
     });
     Ok(())
 }
@@ -199,22 +187,40 @@ fn forward_avx2(
     forward_rows(x, w, b, eps, n, y, st);
 }
 
-/// Σ of `f(j)` over `0..n` in `LANES` partial sums.
+/// Σ of `f(v)` over the elements `v` of `row`, in `LANES` partial sums
+/// (lane `l` takes elements `l`, `l + LANES`, …, in order) and the tail
+/// after them. Written over `chunks_exact` so that the lanes are one
+/// vector register and the loop carries no bounds checks: an index loop
+/// over `row[j + l]` stayed scalar (16 `addss` a step).
 #[inline(always)]
-fn lane_sum(n: usize, f: impl Fn(usize) -> f32) -> f32 {
+fn lane_sum(row: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut acc = [0.0f32; LANES];
-    let full = n - n % LANES;
-    let mut j = 0;
-    while j < full {
-        for (l, a) in acc.iter_mut().enumerate() {
-            *a += f(j + l);
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += f(v);
         }
-        j += LANES;
     }
     let mut tail = 0.0f32;
-    while j < n {
-        tail += f(j);
-        j += 1;
+    for &v in chunks.remainder() {
+        tail += f(v);
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// [`lane_sum`] of `f(u, v)` over the pairs of `a` and `b` (as long).
+#[inline(always)]
+fn lane_sum2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let (mut ca, mut cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    for (u, v) in (&mut ca).zip(&mut cb) {
+        for ((s, &u), &v) in acc.iter_mut().zip(u).zip(v) {
+            *s += f(u, v);
+        }
+    }
+    let mut tail = 0.0f32;
+    for (&u, &v) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += f(u, v);
     }
     acc.iter().sum::<f32>() + tail
 }
@@ -235,31 +241,32 @@ fn forward_rows(
         .zip(y.chunks_exact_mut(n))
         .zip(st.chunks_exact_mut(2))
     {
-        let mean = lane_sum(n, |j| xr[j]) * inv_n;
-        let var = lane_sum(n, |j| {
-            let d = xr[j] - mean;
+        let mean = lane_sum(xr, |v| v) * inv_n;
+        let var = lane_sum(xr, |v| {
+            let d = v - mean;
             d * d
         }) * inv_n;
         let rstd = 1.0 / (var + eps).sqrt();
+        let out = yr.iter_mut().zip(xr);
         match (w, b) {
             (Some(w), Some(b)) => {
-                for j in 0..n {
-                    yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+                for ((o, &v), (&w, &b)) in out.zip(w.iter().zip(b)) {
+                    *o = (v - mean) * rstd * w + b;
                 }
             }
             (Some(w), None) => {
-                for j in 0..n {
-                    yr[j] = (xr[j] - mean) * rstd * w[j];
+                for ((o, &v), &w) in out.zip(w) {
+                    *o = (v - mean) * rstd * w;
                 }
             }
             (None, Some(b)) => {
-                for j in 0..n {
-                    yr[j] = (xr[j] - mean) * rstd + b[j];
+                for ((o, &v), &b) in out.zip(b) {
+                    *o = (v - mean) * rstd + b;
                 }
             }
             (None, None) => {
-                for j in 0..n {
-                    yr[j] = (xr[j] - mean) * rstd;
+                for (o, &v) in out {
+                    *o = (v - mean) * rstd;
                 }
             }
         }
@@ -278,28 +285,10 @@ pub(super) fn layer_norm_backward(
     dx: Dst<'_>,
     dwb: Dst<'_>,
 ) -> Result<()> {
-    let shape = src.layout.shape();
-    let srcs = [&grad, &src, &stats];
-    let fits = shape.len() == 2
-        && srcs
-            .into_iter()
-            .chain(weight.iter())
-            .chain([&dx, &dwb])
-            .all(contiguous_f32)
-        && grad.layout.shape() == shape
-        && dx.layout.shape() == shape
-        && stats.layout.shape()[..] == [shape[0], 2]
-        && dwb.layout.shape()[..] == [2, shape[1]]
-        && weight.iter().all(|t| t.layout.shape()[..] == [shape[1]])
-        && srcs.into_iter().chain(weight.iter()).all(|t| {
-            !core::ptr::eq(t.storage, dx.storage) && !core::ptr::eq(t.storage, dwb.storage)
-        })
-        && !core::ptr::eq(dx.storage, dwb.storage)
-        && shape[1] > 0;
-    if !fits {
+    let (rows, n) = contract::layer_norm_backward(grad, src, stats, weight, dx, dwb)?;
+    if src.dtype != DType::F32 || n == 0 {
         return reference::layer_norm_backward(grad, src, stats, weight, dx, dwb);
     }
-    let (rows, n) = (shape[0], shape[1]);
     let op = "layer_norm";
     let (gg, gx, gs) = (
         grad.storage.read(op)?,
@@ -329,7 +318,7 @@ pub(super) fn layer_norm_backward(
             available: None,
         })?;
     partial.resize(blocks * 2 * n, 0.0f32);
-    let run = |r0: usize, d: &mut [f32], sums: &mut [f32]| {
+    for_row_blocks(par, per, d, per * n, &mut partial, 2 * n, |r0, d, sums| {
         let r1 = r0 + d.len() / n;
         backward_dispatch(
             &g[r0 * n..r1 * n],
@@ -340,21 +329,7 @@ pub(super) fn layer_norm_backward(
             d,
             sums,
         );
-    };
-    if blocks == 1 {
-        run(0, d, &mut partial);
-    } else {
-        let pieces: Pieces<'_> = d
-            .chunks_mut(per * n)
-            .zip(partial.chunks_mut(2 * n))
-            .map(|p| Mutex::new(Some(p)))
-            .collect();
-        par.for_each_index(pieces.len(), |i| {
-            if let Some((d, sums)) = take(&pieces, i) {
-                run(i * per, d, sums);
-            }
-        });
-    }
+    });
     out.fill(0.0);
     for block in partial.chunks_exact(2 * n) {
         for (o, p) in out.iter_mut().zip(block) {
@@ -433,8 +408,9 @@ fn backward_rows(
     }
 }
 
-/// The rows of [`backward_rows`], with (`W`) or without a weight; slices
-/// are cut to `n` up front so the loops carry no bounds checks.
+/// The rows of [`backward_rows`], with (`W`) or without a weight. The
+/// loops run over `chunks_exact` and zipped slices (no indices), so they
+/// carry no bounds checks and the lane sums are vector registers.
 #[inline(always)]
 fn backward_rows_w<const W: bool>(
     g: &[f32],
@@ -447,9 +423,6 @@ fn backward_rows_w<const W: bool>(
 ) {
     let inv_n = 1.0 / n as f32;
     let (dw, db) = sums.split_at_mut(n);
-    let (dw, db) = (&mut dw[..n], &mut db[..n]);
-    let w = if W { &w[..n] } else { w };
-    let wj = |j: usize| if W { w[j] } else { 1.0 };
     for (((gr, xr), s), dr) in g
         .chunks_exact(n)
         .zip(x.chunks_exact(n))
@@ -457,32 +430,25 @@ fn backward_rows_w<const W: bool>(
         .zip(d.chunks_exact_mut(n))
     {
         let (mean, rstd) = (s[0], s[1]);
-        // One pass for both means: Σ ĝ and Σ ĝ·x̂, in LANES partial sums.
-        let (mut a1, mut a2) = ([0.0f32; LANES], [0.0f32; LANES]);
-        let full = n - n % LANES;
-        let mut j = 0;
-        while j < full {
-            for l in 0..LANES {
-                let gh = gr[j + l] * wj(j + l);
-                a1[l] += gh;
-                a2[l] += gh * ((xr[j + l] - mean) * rstd);
+        // ĝ into the output row first (it is overwritten below), then the
+        // two means from it, each a lane sum over one or two slices (the
+        // form that vectorises: one loop over four zipped chunk iterators
+        // stayed scalar).
+        if W {
+            for ((o, &gv), &wv) in dr.iter_mut().zip(gr).zip(w) {
+                *o = gv * wv;
             }
-            j += LANES;
+        } else {
+            dr.copy_from_slice(gr);
         }
-        let (mut t1, mut t2) = (0.0f32, 0.0f32);
-        while j < n {
-            let gh = gr[j] * wj(j);
-            t1 += gh;
-            t2 += gh * ((xr[j] - mean) * rstd);
-            j += 1;
-        }
-        let m1 = (a1.iter().sum::<f32>() + t1) * inv_n;
-        let m2 = (a2.iter().sum::<f32>() + t2) * inv_n;
-        for j in 0..n {
-            let xh = (xr[j] - mean) * rstd;
-            dr[j] = rstd * (gr[j] * wj(j) - m1 - xh * m2);
-            dw[j] += gr[j] * xh;
-            db[j] += gr[j];
+        let m1 = lane_sum(dr, |gh| gh) * inv_n;
+        let m2 = lane_sum2(dr, xr, |gh, xv| gh * ((xv - mean) * rstd)) * inv_n;
+        let cols = dr.iter_mut().zip(gr.iter().zip(xr));
+        for ((o, (&gv, &xv)), (dwj, dbj)) in cols.zip(dw.iter_mut().zip(db.iter_mut())) {
+            let xh = (xv - mean) * rstd;
+            *o = rstd * (*o - m1 - xh * m2);
+            *dwj += gv * xh;
+            *dbj += gv;
         }
     }
 }
