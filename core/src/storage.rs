@@ -10,7 +10,10 @@
 //!    dtypes read through them): it either came from `owner`'s allocator (and goes
 //!    back to it on drop) or belongs to an external owner kept alive here.
 //! 3. Host-memory bytes are always initialised (allocated zeroed).
-//! 4. External storage is read-only (a memory map may be mapped read-only).
+//! 4. External storage is read-only (a memory map may be mapped read-only),
+//!    unless it was made by [`Storage::from_external_writable`], whose caller
+//!    vouches that the owner lets kael write the bytes (e.g. a numpy array
+//!    shared with Python).
 //! 5. `Storage` is not `Clone`: it is shared only through its pointer,
 //!    because cloning can fail (out of memory) and would break 1.
 //!
@@ -42,6 +45,7 @@ enum Owner {
     },
     External {
         _owner: Shared<dyn ExternalOwner>,
+        writable: bool,
     },
 }
 
@@ -138,19 +142,67 @@ impl Storage {
     ///
     /// # Safety
     /// `ptr` must be valid for reads of `nbytes` bytes for as long as `owner`
-    /// is alive, aligned for every dtype that will be read through it (16
-    /// bytes covers all of them), and not written by anyone while this
-    /// storage exists.
+    /// is alive and not written by anyone while this storage exists. Typed
+    /// reads check alignment (a dtype the bytes are misaligned for is an
+    /// error, never a misaligned read), so any address is sound; 16-byte
+    /// alignment lets every dtype be read.
     pub unsafe fn from_external(
         ptr: NonNull<u8>,
         nbytes: usize,
         owner: Shared<dyn ExternalOwner>,
         device: &Device,
     ) -> Self {
+        Self::external(ptr, nbytes, owner, device, false)
+    }
+
+    /// Wraps bytes owned by `owner` without copying, and lets kael write
+    /// them (in-place ops, optimizer steps): memory another runtime shares
+    /// with kael, such as a numpy array seen from Python. Writes bump this
+    /// storage's version; writes the owner makes directly do not (as with
+    /// PyTorch's `from_numpy`).
+    ///
+    /// # Safety
+    /// As [`Storage::from_external`], and `ptr` must also be valid for
+    /// writes of `nbytes` bytes; the owner's own writes must not race with
+    /// kael's reads or writes.
+    ///
+    /// ```
+    /// use core::ptr::NonNull;
+    /// use kael_core::{Device, Storage, shared::Shared};
+    /// use kael_core::storage::ExternalOwner;
+    /// let owner: Shared<std::sync::Mutex<Vec<u8>>> = Shared::new(std::sync::Mutex::new(vec![0u8; 8]));
+    /// let ptr = NonNull::new(owner.lock().unwrap().as_mut_ptr()).unwrap();
+    /// let keep: Shared<dyn ExternalOwner> = owner.clone();
+    /// // SAFETY: the Vec's heap buffer lives as long as `keep`, is 8 bytes long,
+    /// // and nothing else touches it while the storage exists.
+    /// let s = unsafe { Storage::from_external_writable(ptr, 8, keep, &Device::cpu()) };
+    /// s.write("example")?.bytes_mut()[0] = 7;
+    /// assert_eq!(owner.lock().unwrap()[0], 7);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub unsafe fn from_external_writable(
+        ptr: NonNull<u8>,
+        nbytes: usize,
+        owner: Shared<dyn ExternalOwner>,
+        device: &Device,
+    ) -> Self {
+        Self::external(ptr, nbytes, owner, device, true)
+    }
+
+    fn external(
+        ptr: NonNull<u8>,
+        nbytes: usize,
+        owner: Shared<dyn ExternalOwner>,
+        device: &Device,
+        writable: bool,
+    ) -> Self {
         Self {
             ptr,
             nbytes,
-            owner: Owner::External { _owner: owner },
+            owner: Owner::External {
+                _owner: owner,
+                writable,
+            },
             device: device.clone(),
             version: Counter::new(0),
             borrow: BorrowFlag::new(),
@@ -208,9 +260,21 @@ impl Storage {
         self.ptr.as_ptr()
     }
 
-    /// Whether the bytes belong to an external owner (read-only).
+    /// Whether the bytes belong to an external owner.
     pub fn is_external(&self) -> bool {
         matches!(self.owner, Owner::External { .. })
+    }
+
+    /// Whether kael may not write the bytes: external storage not made by
+    /// [`Storage::from_external_writable`] (invariant 4).
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self.owner,
+            Owner::External {
+                writable: false,
+                ..
+            }
+        )
     }
 
     /// The allocator that owns the bytes (`None` for external storage).
@@ -269,7 +333,7 @@ impl Storage {
                 device: self.device.kind(),
             });
         }
-        if self.is_external() {
+        if self.is_read_only() {
             return Err(Error::InvalidArgument {
                 op,
                 reason: "the tensor's storage is external and read-only (e.g. a memory map); call deep_clone() first",

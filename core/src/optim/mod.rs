@@ -191,7 +191,7 @@ pub(crate) fn check_commit(op: &'static str, p: &Tensor, d: &Tensor) -> Result<(
             reason: "a parameter maps several positions to one element (e.g. made by expand), so it cannot be updated in place; pass a deep_clone() of it as the parameter",
         });
     }
-    if p.storage().is_external() {
+    if p.storage().is_read_only() {
         return Err(Error::InvalidArgument {
             op,
             reason: "a parameter's storage is external and read-only (e.g. a memory-mapped checkpoint); pass a deep_clone() of it as the parameter",

@@ -36,7 +36,7 @@ impl Tensor {
     /// Read-only (external) storage is refused; the only check of writes
     /// that do not read the destination (`fill_`, `zero_`).
     fn check_read_only(&self, op: &'static str) -> Result<()> {
-        if self.storage().is_external() {
+        if self.storage().is_read_only() {
             return Err(Error::InvalidArgument {
                 op,
                 reason: "the tensor's storage is external and read-only (e.g. a memory map); call deep_clone() first",

@@ -199,7 +199,7 @@ impl CudaBackend {
     ) -> Result<()> {
         const OP: &str = "write_bytes";
         let base = self.storage_addr(OP, dst)?;
-        if dst.is_external() {
+        if dst.is_read_only() {
             return Err(Error::InvalidArgument {
                 op: OP,
                 reason: "external storage is read-only; deep_clone() the tensor first",
