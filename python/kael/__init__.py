@@ -96,7 +96,7 @@ class _GradMode:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with type(self)(self._mode):
+            with _GradMode(self._mode):
                 return fn(*args, **kwargs)
 
         return wrapper
