@@ -16,6 +16,7 @@ from ._errors import (
     KaelDTypeError,
     KaelError,
     KaelIndexError,
+    KaelIOError,
     KaelMemoryError,
     KaelRuntimeError,
     KaelShapeError,
@@ -65,7 +66,8 @@ from ._kael import (
     is_grad_enabled,
     set_grad_enabled as _set_grad_enabled,
 )
-from . import autograd
+from ._kael import save, load
+from . import autograd, nn, optim
 
 bool = getattr(_kael, "bool")  # noqa: A001 - kael.bool, as torch.bool
 float = float32  # noqa: A001

@@ -39,6 +39,10 @@ class KaelMemoryError(KaelError, MemoryError):
     """An allocator refused (out of memory, or its block limit)."""
 
 
+class KaelIOError(KaelError, OSError):
+    """A file could not be read or written (save/load)."""
+
+
 class KaelRuntimeError(KaelError, RuntimeError):
     """The operation cannot run here (device, borrow, overlap, unsupported)."""
 

@@ -14,6 +14,11 @@ use std::sync::Mutex;
 /// The generator behind `rand`/`randn` (seed 0 until `manual_seed`).
 static RNG: Mutex<Option<Rng>> = Mutex::new(None);
 
+/// Runs `f` with kael's generator (for dropout and other random ops).
+pub fn with_rng_pub<R>(f: impl FnOnce(&mut Rng) -> R) -> R {
+    with_rng(f)
+}
+
 fn with_rng<R>(f: impl FnOnce(&mut Rng) -> R) -> R {
     let mut g = RNG.lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(|| Rng::new(0)))

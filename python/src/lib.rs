@@ -17,6 +17,7 @@ mod dtype_device;
 mod errors;
 mod index;
 mod interop;
+mod nn;
 mod ops;
 mod tensor;
 
@@ -62,5 +63,23 @@ fn _kael(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(autograd::set_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(autograd::is_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(ops::_op_table, m)?)?;
+    m.add_class::<nn::PyOptimizer>()?;
+    for f in [
+        wrap_pyfunction!(nn::linear, m)?,
+        wrap_pyfunction!(nn::layer_norm, m)?,
+        wrap_pyfunction!(nn::cross_entropy, m)?,
+        wrap_pyfunction!(nn::nll_loss, m)?,
+        wrap_pyfunction!(nn::mse_loss, m)?,
+        wrap_pyfunction!(nn::embedding, m)?,
+        wrap_pyfunction!(nn::dropout, m)?,
+        wrap_pyfunction!(nn::sgd, m)?,
+        wrap_pyfunction!(nn::adam, m)?,
+        wrap_pyfunction!(nn::adamw, m)?,
+        wrap_pyfunction!(nn::clip_grad_norm_, m)?,
+        wrap_pyfunction!(nn::save, m)?,
+        wrap_pyfunction!(nn::load, m)?,
+    ] {
+        m.add_function(f)?;
+    }
     Ok(())
 }
