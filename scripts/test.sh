@@ -6,9 +6,10 @@
 #   bash scripts/test.sh demos            release demos, benchmark smoke runs, the CLI in release, peer-bench clippy
 #   bash scripts/test.sh peer             kael against candle-core (peer-bench --quick; not in full: it
 #                                         builds candle in release, ~6 min, for a benchmark)
+#   bash scripts/test.sh python           the Python bindings: pip install ./python into a venv, pytest
 #   bash scripts/test.sh firmware         embedded builds, firmware clippy, every example under QEMU
 #   bash scripts/test.sh reliability      Miri, fuzzing, ThreadSanitizer (scripts/reliability.sh)
-#   bash scripts/test.sh full             quick demos firmware reliability
+#   bash scripts/test.sh full             quick demos python firmware reliability
 #   bash scripts/test.sh quick demos      several groups, in the order given
 #
 # It installs what it needs itself (the two embedded targets, rustfmt,
@@ -42,7 +43,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
-GROUPS_KNOWN=(quick demos firmware reliability)
+GROUPS_KNOWN=(quick demos python firmware reliability)
 TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
 
 usage() {
@@ -56,10 +57,10 @@ fi
 for arg in "$@"; do
     case "$arg" in
     full) groups+=("${GROUPS_KNOWN[@]}") ;;
-    quick | demos | firmware | reliability | peer) groups+=("$arg") ;;
+    quick | demos | python | firmware | reliability | peer) groups+=("$arg") ;;
     -h | --help) usage; exit 0 ;;
     *)
-        echo "scripts/test.sh: unknown tier group '$arg'; use one or more of: quick demos firmware reliability peer full" >&2
+        echo "scripts/test.sh: unknown tier group '$arg'; use one or more of: quick demos python firmware reliability peer full" >&2
         exit 2
         ;;
     esac
@@ -258,6 +259,15 @@ run_demos() {
         cargo clippy --release --manifest-path peer-bench/Cargo.toml --all-targets -- -D warnings
 }
 
+run_python() {
+    group python
+    # The kael-py crate (python/, outside the workspace: pyo3 needs an
+    # interpreter to build) in a venv the script makes: fmt, clippy,
+    # `pip install ./python` (release), the README's check and example, and
+    # the pytest suite (its PyTorch cases skip, saying so, without torch).
+    tier "python bindings: pip install ./python, pytest" bash scripts/python.sh
+}
+
 run_peer() {
     group peer
     # The candle comparison is a benchmark: its release build of candle-core
@@ -306,6 +316,15 @@ read -r passed failed < <(
     grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$LOG" |
         awk '{p += $4; f += $6} END {print p + 0, f + 0}'
 )
+
+# pytest's closing line ("297 passed, 3 skipped in 1.2s"): its counts join
+# the total.
+read -r py_passed py_failed < <(
+    grep -E '^=*\s*[0-9]+ (passed|failed)' "$LOG" | tail -1 |
+        awk '{for (i = 2; i <= NF; i++) { if ($i ~ /^passed/) p = $(i-1); if ($i ~ /^failed/) f = $(i-1) }} END {print p + 0, f + 0}'
+)
+passed=$((passed + py_passed))
+failed=$((failed + py_failed))
 
 echo
 echo "time per tier:"

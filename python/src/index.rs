@@ -38,13 +38,15 @@ fn items(t: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
             Item::Ellipsis
         } else if let Ok(s) = p.cast::<PySlice>() {
             Item::Slice(s.clone().unbind())
-        } else if let Ok(i) = p.extract::<isize>() {
-            if p.cast::<PyTensor>().is_ok_and(|x| x.get().t.rank() > 0) {
-                return Err(type_error("index: a tensor index must be 0-d or 1-d integers"));
-            }
-            Item::Int(i)
         } else if let Ok(x) = p.cast::<PyTensor>() {
-            Item::Gather(x.get().t.clone())
+            let x = &x.get().t;
+            if x.rank() == 0 && !x.dtype().is_float() && x.dtype() != DType::Bool {
+                Item::Int(x.to_dtype(DType::I64).py()?.item::<i64>().py()? as isize)
+            } else {
+                Item::Gather(x.clone())
+            }
+        } else if let Ok(i) = p.extract::<isize>() {
+            Item::Int(i)
         } else if p.is_instance_of::<PyList>() {
             let idx = as_tensor("index", t, &p)?;
             Item::Gather(idx.to_dtype(DType::I64).py()?)

@@ -6,10 +6,10 @@
 
 use crate::errors::{IntoPy, raise, type_error, value_error};
 use crate::tensor::{PyTensor, releases_gil, run_t, wrap};
+use kael_core::Tensor;
 use kael_core::nn::functional as F;
 use kael_core::nn::{self as knn, Reduction};
 use kael_core::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
-use kael_core::Tensor;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Mutex;
@@ -28,7 +28,12 @@ fn reduction(op: &str, r: &str) -> PyResult<Reduction> {
 /// `input @ weight.T + bias` (weight is `[out, in]`, as in PyTorch).
 #[pyfunction]
 #[pyo3(signature = (input, weight, bias=None))]
-pub fn linear(py: Python<'_>, input: &PyTensor, weight: &PyTensor, bias: Option<&PyTensor>) -> PyResult<PyTensor> {
+pub fn linear(
+    py: Python<'_>,
+    input: &PyTensor,
+    weight: &PyTensor,
+    bias: Option<&PyTensor>,
+) -> PyResult<PyTensor> {
     let (x, w, b) = (&input.t, &weight.t, bias.map(|b| &b.t));
     run_t(py, x, || F::linear(x, w, b))
 }
@@ -83,7 +88,12 @@ pub fn nll_loss(
 /// Mean squared error.
 #[pyfunction]
 #[pyo3(signature = (input, target, reduction="mean"))]
-pub fn mse_loss(py: Python<'_>, input: &PyTensor, target: &PyTensor, reduction: &str) -> PyResult<PyTensor> {
+pub fn mse_loss(
+    py: Python<'_>,
+    input: &PyTensor,
+    target: &PyTensor,
+    reduction: &str,
+) -> PyResult<PyTensor> {
     let r = self::reduction("mse_loss", reduction)?;
     let (x, t) = (&input.t, &target.t);
     run_t(py, x, || knn::mse_loss(x, t, r))
@@ -92,7 +102,12 @@ pub fn mse_loss(py: Python<'_>, input: &PyTensor, target: &PyTensor, reduction: 
 /// Rows of `weight` picked by integer `input` (a lookup table).
 #[pyfunction]
 #[pyo3(signature = (input, weight, padding_idx=None))]
-pub fn embedding(py: Python<'_>, input: &PyTensor, weight: &PyTensor, padding_idx: Option<usize>) -> PyResult<PyTensor> {
+pub fn embedding(
+    py: Python<'_>,
+    input: &PyTensor,
+    weight: &PyTensor,
+    padding_idx: Option<usize>,
+) -> PyResult<PyTensor> {
     let (i, w) = (&input.t, &weight.t);
     run_t(py, w, || F::embedding(i, w, padding_idx))
 }
@@ -102,11 +117,11 @@ pub fn embedding(py: Python<'_>, input: &PyTensor, weight: &PyTensor, padding_id
 /// (`kael.manual_seed`).
 #[pyfunction]
 #[pyo3(signature = (input, p=0.5, training=true))]
-pub fn dropout(py: Python<'_>, input: &PyTensor, p: f64, training: bool) -> PyResult<PyTensor> {
+pub fn dropout(input: &PyTensor, p: f64, training: bool) -> PyResult<PyTensor> {
     let x = &input.t;
-    let out = crate::create::with_rng_pub(|r| F::dropout(x, p, training, r));
-    let _ = py;
-    out.py().map(wrap)
+    crate::create::with_rng_pub(|r| F::dropout(x, p, training, r))
+        .py()
+        .map(wrap)
 }
 
 // ---------------------------------------------------------- optimizers
@@ -114,10 +129,11 @@ pub fn dropout(py: Python<'_>, input: &PyTensor, p: f64, training: bool) -> PyRe
 /// The parameters an optimizer takes: an iterable of tensors.
 fn params_of(op: &str, params: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
     let mut v = Vec::new();
-    for p in params
-        .try_iter()
-        .map_err(|_| type_error(format!("{op}: params must be an iterable of kael.Tensor (e.g. model.parameters())")))?
-    {
+    for p in params.try_iter().map_err(|_| {
+        type_error(format!(
+            "{op}: params must be an iterable of kael.Tensor (e.g. model.parameters())"
+        ))
+    })? {
         let p = p?;
         let t = p
             .cast::<PyTensor>()
@@ -128,7 +144,7 @@ fn params_of(op: &str, params: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
 }
 
 /// One of kael's optimizers, shared with Python (steps take the lock).
-#[pyclass(module = "kael.optim", frozen, subclass)]
+#[pyclass(name = "Optimizer", module = "kael.optim", frozen, subclass)]
 pub struct PyOptimizer {
     inner: Mutex<Box<dyn Optimizer + Send>>,
     name: &'static str,
@@ -234,7 +250,13 @@ pub fn sgd(
 /// Adam (PyTorch's `Adam`: L2 weight decay added to the gradient).
 #[pyfunction(name = "Adam")]
 #[pyo3(signature = (params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0))]
-pub fn adam(params: &Bound<'_, PyAny>, lr: f64, betas: (f64, f64), eps: f64, weight_decay: f64) -> PyResult<PyOptimizer> {
+pub fn adam(
+    params: &Bound<'_, PyAny>,
+    lr: f64,
+    betas: (f64, f64),
+    eps: f64,
+    weight_decay: f64,
+) -> PyResult<PyOptimizer> {
     let p = params_of("Adam", params)?;
     let cfg = AdamConfig {
         lr,
@@ -251,7 +273,13 @@ pub fn adam(params: &Bound<'_, PyAny>, lr: f64, betas: (f64, f64), eps: f64, wei
 /// AdamW (PyTorch's `AdamW`: decoupled weight decay, 0.01 by default).
 #[pyfunction(name = "AdamW")]
 #[pyo3(signature = (params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01))]
-pub fn adamw(params: &Bound<'_, PyAny>, lr: f64, betas: (f64, f64), eps: f64, weight_decay: f64) -> PyResult<PyOptimizer> {
+pub fn adamw(
+    params: &Bound<'_, PyAny>,
+    lr: f64,
+    betas: (f64, f64),
+    eps: f64,
+    weight_decay: f64,
+) -> PyResult<PyOptimizer> {
     let p = params_of("AdamW", params)?;
     let cfg = AdamConfig {
         lr,

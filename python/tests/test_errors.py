@@ -76,3 +76,8 @@ def test_a_refused_in_place_op_changes_nothing():
     with pytest.raises(ValueError):
         a.add_(kael.ones(5))
     assert a.tolist() == [0, 1, 2, 3] and a.version == v
+
+
+def test_expand_past_usize_is_refused():
+    with pytest.raises(ValueError, match="overflows"):
+        kael.zeros(3).expand(2**62, 2**62, 3)

@@ -65,3 +65,18 @@ def test_out_of_range_index_is_an_index_error():
         kael.arange(4.0)[4]
     with pytest.raises(IndexError, match="too many"):
         kael.arange(4.0)[0, 0]
+
+
+def test_an_out_of_range_tensor_index_names_the_range():
+    with pytest.raises(IndexError, match="out of range"):
+        kael.zeros(3)[kael.tensor([5])]
+
+
+def test_a_0d_integer_tensor_indexes_like_an_int():
+    k = kael.arange(4.0)
+    assert k[kael.tensor(2)].item() == 2.0 and k[kael.tensor(2)].ndim == 0
+
+
+def test_huge_python_ints_are_refused_not_wrapped():
+    with pytest.raises((IndexError, TypeError, OverflowError)):
+        kael.zeros(3)[2**70]

@@ -309,6 +309,17 @@ mod tests {
     }
 
     #[test]
+    fn expand_refuses_a_shape_whose_element_count_overflows() {
+        let l = Layout::contiguous(&[3]).unwrap();
+        let huge = 1isize << (isize::BITS - 2);
+        let e = l.expand(&[huge, huge, 3]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "expand", .. }));
+        assert!(l.expand(&[huge, 4, 3]).is_err());
+        assert_eq!(l.expand(&[huge, 3]).unwrap().numel(), (huge as usize) * 3);
+        assert_eq!(l.expand(&[2, 3]).unwrap().numel(), 6);
+    }
+
+    #[test]
     fn expanded_layout_overlaps_and_transposed_does_not() {
         let l = Layout::contiguous(&[1, 3]).unwrap();
         assert!(l.expand(&[4, 3]).unwrap().has_internal_overlap());

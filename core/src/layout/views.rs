@@ -184,6 +184,9 @@ impl Layout {
                 });
             }
         }
+        // Every other view keeps or shrinks the element count; expand can
+        // grow it past usize (a [3] expanded to [2^62, 3]).
+        checked_numel("expand", &shape)?;
         Ok(Self {
             shape,
             strides,

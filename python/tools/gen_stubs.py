@@ -1,0 +1,233 @@
+"""Writes python/kael/_kael.pyi from the built extension itself: every
+class, method and function with the signature and docstring pyo3 gives it.
+
+    python python/tools/gen_stubs.py            # rewrite the stub
+    python python/tools/gen_stubs.py --check    # exit 1 if it is stale
+
+tests/test_stubs.py runs the check, so a new binding without a stub fails.
+Return types come from RETURNS (anything not listed returns a Tensor).
+"""
+
+import inspect
+import pathlib
+import sys
+
+import kael._kael as K
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "kael" / "_kael.pyi"
+
+RETURNS = {
+    "Tensor": {
+        "shape": "tuple[int, ...]",
+        "size": "Any",
+        "stride": "Any",
+        "storage_offset": "int",
+        "ndim": "int",
+        "dim": "int",
+        "numel": "int",
+        "dtype": "dtype",
+        "device": "device",
+        "element_size": "int",
+        "is_contiguous": "bool",
+        "is_floating_point": "bool",
+        "version": "int",
+        "_version": "int",
+        "is_same": "bool",
+        "shares_storage": "bool",
+        "base": "Tensor | None",
+        "is_view": "bool",
+        "data_ptr": "int",
+        "explain": "str",
+        "tolist": "Any",
+        "item": "Any",
+        "numpy": "Any",
+        "requires_grad": "bool",
+        "grad": "Tensor | None",
+        "is_leaf": "bool",
+        "grad_fn": "str | None",
+        "backward": "None",
+        "register_hook": "None",
+        "max": "Any",
+        "min": "Any",
+        "sort": "tuple[Tensor, Tensor]",
+        "topk": "tuple[Tensor, Tensor]",
+        "chunk": "list[Tensor]",
+        "split": "list[Tensor]",
+        "unbind": "list[Tensor]",
+        "type_name": "str",
+        "__dlpack__": "Any",
+        "__dlpack_device__": "tuple[int, int]",
+        "__len__": "int",
+        "__hash__": "int",
+        "__bool__": "bool",
+        "__float__": "float",
+        "__int__": "int",
+        "__index__": "int",
+        "__iter__": "Any",
+        "__repr__": "str",
+        "__str__": "str",
+        "__setitem__": "None",
+        "__iadd__": "None",
+        "__isub__": "None",
+        "__imul__": "None",
+        "__itruediv__": "None",
+        "__getbuffer__": None,
+        "__releasebuffer__": None,
+    },
+    "dtype": {"itemsize": "int", "is_floating_point": "bool", "__repr__": "str", "__reduce__": "Any"},
+    "device": {"type": "str", "__repr__": "str", "__eq__": "bool", "__hash__": "int"},
+    "Optimizer": {
+        "step": "None",
+        "zero_grad": "None",
+        "lr": "float",
+        "params": "list[Tensor]",
+        "state_dict": "dict[str, Tensor]",
+        "load_state_dict": "None",
+        "__repr__": "str",
+    },
+    "": {
+        "set_default_device": "None",
+        "get_default_device": "device",
+        "manual_seed": "None",
+        "grad": "list[Tensor | None]",
+        "set_grad_enabled": "bool",
+        "is_grad_enabled": "bool",
+        "_op_table": "dict[str, list[str]]",
+        "SGD": "Optimizer",
+        "Adam": "Optimizer",
+        "AdamW": "Optimizer",
+        "clip_grad_norm_": "float",
+        "save": "None",
+        "load": "dict[str, Tensor]",
+    },
+}
+
+PROPERTIES = {"shape", "ndim", "dtype", "device", "version", "_version", "base", "requires_grad",
+              "grad", "is_leaf", "grad_fn", "T", "itemsize", "is_floating_point", "type", "lr", "params"}
+
+
+UNARY_DUNDERS = {"__abs__", "__bool__", "__float__", "__hash__", "__index__", "__int__", "__invert__",
+                 "__iter__", "__len__", "__neg__", "__pos__", "__repr__", "__str__"}
+
+
+def is_slot(obj):
+    """A CPython slot wrapper (`__add__`, `__len__`, …): its signature and
+    text come from the interpreter, so they are written here instead (the
+    stub must not change between Python versions)."""
+    return type(obj).__name__ in ("wrapper_descriptor", "method-wrapper", "slot wrapper")
+
+
+def slot_sig(name):
+    if name in UNARY_DUNDERS:
+        return "(self, /)"
+    if name == "__setitem__":
+        return "(self, key, value, /)"
+    if name in ("__pow__", "__rpow__"):
+        return "(self, value, mod=None, /)"
+    return "(self, value, /)"
+
+
+def sig_of(obj, is_method):
+    text = getattr(obj, "__text_signature__", None)
+    if not text:
+        return "(self, *args, **kwargs)" if is_method else "(*args, **kwargs)"
+    text = text.replace("$self", "self").replace("$cls", "cls").replace("$module, ", "").replace("$module", "")
+    return text
+
+
+def doc_of(obj, indent):
+    d = inspect.getdoc(obj)
+    if not d:
+        return ""
+    d = d.replace('"""', "'''").replace("\\", "\\\\")
+    pad = " " * indent
+    lines = d.splitlines()
+    body = ("\n" + pad).join(lines)
+    return f'{pad}"""{body}"""\n'
+
+
+def annotation(ret):
+    """`bool` is also the name of kael's bool dtype in this module."""
+    return ret.replace("bool", "builtins.bool") if ret else ret
+
+
+def render():
+    out = [
+        '"""Type stubs of kael\'s native module (generated by python/tools/gen_stubs.py;',
+        'do not edit by hand)."""',
+        "",
+        "import builtins",
+        "from typing import Any",
+        "",
+    ]
+    classes = [("Tensor", K.Tensor), ("dtype", K.dtype), ("device", K.device), ("Optimizer", K.Optimizer)]
+    for stub_name, cls in classes:
+        out.append(f"class {stub_name}:")
+        doc = doc_of(cls, 4)
+        if doc:
+            out.append(doc.rstrip("\n"))
+        rets = RETURNS.get(stub_name, {})
+        for name in sorted(vars(cls)):
+            if name.startswith("__") and name not in rets and name not in (
+                "__init__", "__new__", "__getitem__", "__add__", "__radd__", "__sub__", "__rsub__",
+                "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__matmul__",
+                "__rmatmul__", "__neg__", "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__or__",
+                "__ror__", "__xor__", "__rxor__", "__mod__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__",
+            ):
+                continue
+            if name in rets and rets[name] is None:
+                continue
+            obj = vars(cls)[name]
+            ret = annotation(rets.get(name, "Tensor"))
+            if name == "__new__":
+                out.append(f"    def __init__{sig_of(cls, True).replace('(', '(self, ', 1) if sig_of(cls, True) != '(*args, **kwargs)' else '(self, *args: Any, **kwargs: Any)'} -> None: ...")
+                continue
+            if name in PROPERTIES or type(obj).__name__ == "getset_descriptor":
+                out.append("    @property")
+                out.append(f"    def {name}(self) -> {ret}: ...")
+                continue
+            if not callable(obj):
+                continue
+            if is_slot(obj):
+                out.append(f"    def {name}{slot_sig(name)} -> {ret}: ...")
+                continue
+            s = sig_of(obj, True)
+            doc = doc_of(obj, 8)
+            if doc:
+                out.append(f"    def {name}{s} -> {ret}:")
+                out.append(doc.rstrip("\n"))
+                out.append("        ...")
+            else:
+                out.append(f"    def {name}{s} -> {ret}: ...")
+        out.append("")
+    rets = RETURNS[""]
+    for name in sorted(dir(K)):
+        obj = getattr(K, name)
+        if name.startswith("__") or inspect.isclass(obj) or inspect.ismodule(obj):
+            continue
+        if isinstance(obj, (K.dtype, K.device)):
+            out.append(f"{name}: {type(obj).__name__}")
+            continue
+        if callable(obj):
+            ret = annotation(rets.get(name, "Tensor"))
+            out.append(f"def {name}{sig_of(obj, False)} -> {ret}:")
+            doc = doc_of(obj, 4)
+            out.append(doc.rstrip("\n") if doc else "    ...")
+            if doc:
+                out.append("    ...")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    text = render()
+    if "--check" in sys.argv:
+        current = OUT.read_text() if OUT.exists() else ""
+        if current != text:
+            sys.exit(f"{OUT} is stale: run python python/tools/gen_stubs.py")
+        return
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
