@@ -4,7 +4,7 @@ same run (a benchmark, never a test).
     python python/bench/per_op.py [--quick]
 
 Each figure is the median over 7 repeats of the mean time of one call in a
-tight loop, in ns. Ratios above 1 mean kael is faster. PyTorch rows are
+tight loop (as many calls as take 0.2 s, up to 200,000), in ns. Ratios above 1 mean kael is faster. PyTorch rows are
 left out, with a note, when torch is not importable.
 """
 
@@ -29,8 +29,11 @@ REPEAT = 3 if QUICK else 7
 
 
 def ns(stmt, env):
-    times = timeit.repeat(stmt, globals=env, number=NUMBER, repeat=REPEAT)
-    return statistics.median(times) / NUMBER * 1e9
+    timer = timeit.Timer(stmt, globals=env)
+    number, _ = timer.autorange()  # calls that take at least 0.2 s
+    number = min(max(number, 1000), NUMBER)
+    times = timer.repeat(number=number, repeat=REPEAT)
+    return statistics.median(times) / number * 1e9
 
 
 def row(name, stmt, setups):

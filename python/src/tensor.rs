@@ -25,7 +25,7 @@ use crate::dtype_device::{
 use crate::errors::{IntoPy, type_error, value_error};
 use kael_core::{DType, DeviceKind, Tensor};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyFloat, PyInt, PyList, PyTuple};
 
 /// Operands with at least this many elements release the GIL on the
 /// threaded device (NOTE [Releasing the GIL]).
@@ -88,11 +88,17 @@ pub fn operand(op: &str, like: &Tensor, other: &Bound<'_, PyAny>) -> PyResult<Op
     if let Ok(t) = other.cast::<PyTensor>() {
         return Ok(Operand::T(t.get().t.clone()));
     }
-    if let Ok(b) = other.extract::<bool>() {
-        return Ok(Operand::S(if b { 1.0 } else { 0.0 }));
+    // Type checks first: a failed `extract` builds an exception object,
+    // which would cost more than the op (NOTE [Python handles]).
+    if other.is_instance_of::<PyFloat>() || other.is_instance_of::<PyInt>() {
+        // bool is an int subclass: True -> 1.0.
+        return Ok(Operand::S(other.extract::<f64>()?));
     }
-    if let Ok(v) = other.extract::<f64>() {
-        return Ok(Operand::S(v));
+    if !other.is_instance_of::<PyList>() && !other.is_instance_of::<PyTuple>() {
+        // numpy scalars and other numbers (`__float__`).
+        if let Ok(v) = other.extract::<f64>() {
+            return Ok(Operand::S(v));
+        }
     }
     match convert::tensor_from_data(op, other, Some(like.dtype()), &like.device()) {
         Ok(t) => Ok(Operand::T(t)),
