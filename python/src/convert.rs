@@ -254,13 +254,54 @@ pub fn tolist(py: Python<'_>, t: &Tensor) -> PyResult<Py<PyAny>> {
     }
 }
 
+/// kael's printed values in Python's spelling: `True`/`False` for bools,
+/// and exponents as PyTorch prints them (`1.2800e+02`, not `1.2800e2`).
+fn pythonic(values: &str, dtype: DType) -> String {
+    if dtype == DType::Bool {
+        return values.replace("true", "True").replace("false", "False");
+    }
+    if !dtype.is_float() || !values.contains('e') {
+        return values.to_string();
+    }
+    let mut out = String::with_capacity(values.len() + 8);
+    let b = values.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i] as char;
+        out.push(c);
+        // An exponent: 'e' after a digit or '.', then an optional '-', then digits.
+        if c == 'e' && i > 0 && (b[i - 1].is_ascii_digit() || b[i - 1] == b'.') {
+            let mut j = i + 1;
+            let neg = j < b.len() && b[j] == b'-';
+            if neg {
+                j += 1;
+            }
+            let start = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > start {
+                out.push(if neg { '-' } else { '+' });
+                if j - start == 1 {
+                    out.push('0');
+                }
+                out.push_str(&values[start..j]);
+                i = j;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 /// PyTorch-style `repr`: kael's printed values, then the dtype when it is
 /// not the one inferred from Python numbers, the device when it is not the
 /// default, and the autograd state.
 pub fn repr(t: &Tensor) -> String {
     let full = t.to_string();
     let values = full.split("\nshape=").next().unwrap_or("tensor(?)");
-    let mut s = values.trim_end_matches(')').to_string();
+    let mut s = pythonic(values.trim_end_matches(')'), t.dtype());
     let d = t.dtype();
     if !matches!(d, DType::F32 | DType::I64 | DType::Bool) || t.numel() == 0 {
         s.push_str(&format!(", dtype=kael.{}", dtype_name(d)));

@@ -118,3 +118,11 @@ def test_len_iter_and_conversions(device):
     assert float(a[2, 1]) == 5.0 and int(a[1, 1]) == 3
     assert a[0, 1].item() == 1.0
     assert kael.tensor(7).item() == 7
+
+
+def test_repr_spells_bools_and_exponents_as_pytorch():
+    r = repr(kael.tensor([True, False]))
+    assert "True" in r and "False" in r and "true" not in r, r
+    text = repr(kael.tensor([1.0, 1e30]))
+    assert "e+30" in text and "e+00" in text, text
+    assert "e-05" in repr(kael.tensor([1e-5, 1.0]))
