@@ -181,7 +181,16 @@ miri_tier() {
         cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values || ok=0
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
         run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::norm || ok=0
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm (with AVX2+FMA)"
+    # kael-py's DLPack pointer work (export, import, deleters), kept in
+    # plain Rust (python/src/dlpack.rs) so Miri can run it: it cannot run
+    # the CPython calls around it (those are exercised by the pytest suite).
+    # Building pyo3 asks a python3 for its configuration, as usual.
+    if command -v python3 >/dev/null 2>&1; then
+        run cargo "+$NIGHTLY" miri test --manifest-path python/Cargo.toml --lib dlpack || ok=0
+    else
+        echo "SKIPPED miri kael-py dlpack: no python3, which pyo3's build needs"
+    fi
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm (with AVX2+FMA), kael-py: dlpack"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

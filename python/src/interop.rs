@@ -15,6 +15,7 @@
 //! (not a multiple of the element size) or a negative stride is refused, as
 //! PyTorch refuses negative strides.
 
+use crate::dlpack::{self, ImportError, nonnull, span_bytes};
 use crate::dtype_device::default_device;
 use crate::errors::{IntoPy, value_error};
 use crate::tensor::{PyTensor, wrap};
@@ -64,29 +65,6 @@ fn dtype_of_format(format: &str, itemsize: usize) -> Option<DType> {
         ("?", 1) => DType::Bool,
         _ => return None,
     })
-}
-
-/// The bytes a strided view reaches from its first element:
-/// `(sum((n - 1) * stride) + 1) * itemsize`, or 0 when it has no element.
-/// `None` on overflow.
-fn span_bytes(shape: &[usize], strides: &[usize], itemsize: usize) -> Option<usize> {
-    if shape.contains(&0) {
-        return Some(0);
-    }
-    let mut last = 0usize;
-    for (&n, &s) in shape.iter().zip(strides) {
-        last = last.checked_add((n - 1).checked_mul(s)?)?;
-    }
-    last.checked_add(1)?.checked_mul(itemsize)
-}
-
-/// A non-null pointer for `p` (an aligned dangling one for an empty span).
-fn nonnull(p: *mut u8, itemsize: usize, nbytes: usize) -> Option<NonNull<u8>> {
-    match NonNull::new(p) {
-        Some(p) => Some(p),
-        None if nbytes == 0 => NonNull::new(itemsize.max(1) as *mut u8),
-        None => None,
-    }
 }
 
 /// A tensor over external host bytes `[ptr, ptr + nbytes)`.
@@ -341,173 +319,25 @@ pub fn from_numpy(array: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
 
 // ------------------------------------------------------------- DLPack
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct DLDevice {
-    device_type: i32,
-    device_id: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct DLDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
-}
-
-#[repr(C)]
-struct DLTensor {
-    data: *mut c_void,
-    device: DLDevice,
-    ndim: i32,
-    dtype: DLDataType,
-    shape: *mut i64,
-    strides: *mut i64,
-    byte_offset: u64,
-}
-
-#[repr(C)]
-struct DLManagedTensor {
-    dl_tensor: DLTensor,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-}
-
-#[repr(C)]
-struct DLPackVersion {
-    major: u32,
-    minor: u32,
-}
-
-#[repr(C)]
-struct DLManagedTensorVersioned {
-    version: DLPackVersion,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    flags: u64,
-    dl_tensor: DLTensor,
-}
-
-const KDL_CPU: i32 = 1;
-const KDL_CUDA_HOST: i32 = 3;
-const FLAG_READ_ONLY: u64 = 1;
-const FLAG_IS_COPIED: u64 = 2;
 const DLTENSOR: &CStr = c"dltensor";
 const USED_DLTENSOR: &CStr = c"used_dltensor";
 const DLTENSOR_VERSIONED: &CStr = c"dltensor_versioned";
 const USED_DLTENSOR_VERSIONED: &CStr = c"used_dltensor_versioned";
-
-fn dl_dtype(d: DType) -> DLDataType {
-    let (code, bits) = match d {
-        DType::F32 => (2, 32),
-        DType::F64 => (2, 64),
-        DType::F16 => (2, 16),
-        DType::BF16 => (4, 16),
-        DType::I64 => (0, 64),
-        DType::I32 => (0, 32),
-        DType::I16 => (0, 16),
-        DType::I8 => (0, 8),
-        DType::U8 => (1, 8),
-        DType::Bool => (6, 8),
-    };
-    DLDataType {
-        code,
-        bits,
-        lanes: 1,
-    }
-}
-
-fn kael_dtype(d: DLDataType) -> Option<DType> {
-    if d.lanes != 1 {
-        return None;
-    }
-    Some(match (d.code, d.bits) {
-        (2, 32) => DType::F32,
-        (2, 64) => DType::F64,
-        (2, 16) => DType::F16,
-        (4, 16) => DType::BF16,
-        (0, 64) => DType::I64,
-        (0, 32) => DType::I32,
-        (0, 16) => DType::I16,
-        (0, 8) => DType::I8,
-        (1, 8) => DType::U8,
-        (6, 8) | (1, 1) => DType::Bool,
-        _ => return None,
-    })
-}
-
-/// What an exported capsule owns: a handle to the tensor and the shape
-/// and strides arrays the DLTensor points into.
-struct ExportCtx {
-    _tensor: Tensor,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
-}
-
-unsafe extern "C" fn delete_unversioned(m: *mut DLManagedTensor) {
-    if m.is_null() {
-        return;
-    }
-    // SAFETY: `m` and its context were leaked from boxes by `__dlpack__`,
-    // and DLPack calls the deleter once.
-    unsafe {
-        drop(Box::from_raw((*m).manager_ctx as *mut ExportCtx));
-        drop(Box::from_raw(m));
-    }
-}
-
-unsafe extern "C" fn delete_versioned(m: *mut DLManagedTensorVersioned) {
-    if m.is_null() {
-        return;
-    }
-    // SAFETY: as in `delete_unversioned`.
-    unsafe {
-        drop(Box::from_raw((*m).manager_ctx as *mut ExportCtx));
-        drop(Box::from_raw(m));
-    }
-}
 
 /// A capsule nobody consumed frees its tensor (a consumer renames it to
 /// `used_…` and calls the deleter itself).
 unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
     // SAFETY: the interpreter passes the capsule being destroyed; IsValid
     // checks the name (and sets no error on mismatch), and the pointer
-    // under a valid name is the one `__dlpack__` stored.
+    // under a valid name is the export `__dlpack__` stored, freed once here.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, DLTENSOR.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(capsule, DLTENSOR.as_ptr()) as *mut DLManagedTensor;
-            if !m.is_null() {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-        } else if ffi::PyCapsule_IsValid(capsule, DLTENSOR_VERSIONED.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(capsule, DLTENSOR_VERSIONED.as_ptr())
-                as *mut DLManagedTensorVersioned;
-            if !m.is_null() {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
+        for (name, versioned) in [(DLTENSOR, false), (DLTENSOR_VERSIONED, true)] {
+            if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
+                let m = ffi::PyCapsule_GetPointer(capsule, name.as_ptr());
+                dlpack::delete(m, versioned);
+                return;
             }
         }
-    }
-}
-
-fn dl_tensor(t: &Tensor, ctx: &mut ExportCtx) -> DLTensor {
-    let item = t.element_size();
-    let base = t.storage().as_ptr() as *mut u8;
-    DLTensor {
-        data: base.wrapping_add(t.offset() * item) as *mut c_void,
-        device: DLDevice {
-            device_type: KDL_CPU,
-            device_id: 0,
-        },
-        ndim: t.rank() as i32,
-        dtype: dl_dtype(t.dtype()),
-        shape: ctx.shape.as_mut_ptr(),
-        strides: ctx.strides.as_mut_ptr(),
-        byte_offset: 0,
     }
 }
 
@@ -534,7 +364,7 @@ impl PyTensor {
             ));
         }
         if let Some((dt, _)) = dl_device {
-            if dt != KDL_CPU && dt != KDL_CUDA_HOST {
+            if dt != dlpack::KDL_CPU && dt != dlpack::KDL_CUDA_HOST {
                 return Err(PyBufferError::new_err(
                     "__dlpack__: kael exports host (CPU) memory only; ask for dl_device=(1, 0)",
                 ));
@@ -544,49 +374,24 @@ impl PyTensor {
         if copied {
             t = t.deep_clone().py()?;
         }
-        let readonly = t.storage().is_read_only();
-        let mut ctx = Box::new(ExportCtx {
-            shape: t.shape().iter().map(|&n| n as i64).collect(),
-            strides: t.strides().as_slice().iter().map(|&s| s as i64).collect(),
-            _tensor: t.clone(),
-        });
-        let dl = dl_tensor(&t, &mut ctx);
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        let (ptr, name): (*mut c_void, &CStr) = if versioned {
-            let m = Box::new(DLManagedTensorVersioned {
-                version: DLPackVersion { major: 1, minor: 0 },
-                manager_ctx: Box::into_raw(ctx) as *mut c_void,
-                deleter: Some(delete_versioned),
-                flags: if readonly { FLAG_READ_ONLY } else { 0 }
-                    | if copied { FLAG_IS_COPIED } else { 0 },
-                dl_tensor: dl,
-            });
-            (Box::into_raw(m) as *mut c_void, DLTENSOR_VERSIONED)
+        if !versioned && t.storage().is_read_only() {
+            return Err(PyBufferError::new_err(
+                "__dlpack__: the tensor's storage is read-only and DLPack before 1.0 cannot say so; pass max_version=(1, 0) or export a clone()",
+            ));
+        }
+        let ptr = dlpack::export(&t, versioned, copied);
+        let name = if versioned {
+            DLTENSOR_VERSIONED
         } else {
-            if readonly {
-                return Err(PyBufferError::new_err(
-                    "__dlpack__: the tensor's storage is read-only and DLPack before 1.0 cannot say so; pass max_version=(1, 0) or export a clone()",
-                ));
-            }
-            let m = Box::new(DLManagedTensor {
-                dl_tensor: dl,
-                manager_ctx: Box::into_raw(ctx) as *mut c_void,
-                deleter: Some(delete_unversioned),
-            });
-            (Box::into_raw(m) as *mut c_void, DLTENSOR)
+            DLTENSOR
         };
-        // SAFETY: `ptr` is a leaked managed tensor of the kind `name` says;
-        // the destructor frees it unless a consumer renamed the capsule.
+        // SAFETY: `ptr` is a fresh export of the kind `name` says; the
+        // destructor frees it unless a consumer renames the capsule.
         let cap = unsafe { ffi::PyCapsule_New(ptr, name.as_ptr(), Some(capsule_destructor)) };
         if cap.is_null() {
-            // SAFETY: the capsule was not made, so nobody else owns `ptr`.
-            unsafe {
-                if versioned {
-                    delete_versioned(ptr as *mut DLManagedTensorVersioned);
-                } else {
-                    delete_unversioned(ptr as *mut DLManagedTensor);
-                }
-            }
+            // SAFETY: no capsule was made, so nobody else owns `ptr`.
+            unsafe { dlpack::delete(ptr, versioned) };
         }
         // SAFETY: `cap` is a new reference or null with an error set.
         unsafe { Bound::from_owned_ptr_or_err(py, cap) }
@@ -595,7 +400,7 @@ impl PyTensor {
     /// DLPack device of this tensor: `(1, 0)` (CPU) for host memory.
     fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
         match self.t.device().kind() {
-            DeviceKind::Cpu | DeviceKind::ThreadedCpu => Ok((KDL_CPU, 0)),
+            DeviceKind::Cpu | DeviceKind::ThreadedCpu => Ok((dlpack::KDL_CPU, 0)),
             _ => Err(PyBufferError::new_err(
                 "__dlpack_device__: only host-memory tensors take part in DLPack; call .to(kael.threaded) first",
             )),
@@ -603,37 +408,30 @@ impl PyTensor {
     }
 }
 
-/// Keeps a consumed DLPack tensor alive; calls its deleter when the kael
-/// storage drops.
-struct HeldDlpack {
-    managed: *mut c_void,
-    versioned: bool,
-}
-
-// SAFETY: DLPack lets the deleter be called from any thread (producers
-// that need their interpreter take it themselves, as numpy does), and the
-// pointer is only used in `drop`.
-unsafe impl Send for HeldDlpack {}
-// SAFETY: as above.
-unsafe impl Sync for HeldDlpack {}
-
-impl Drop for HeldDlpack {
-    fn drop(&mut self) {
-        // SAFETY: `managed` is the consumed capsule's managed tensor, ours to
-        // delete exactly once.
-        unsafe {
-            if self.versioned {
-                let m = self.managed as *mut DLManagedTensorVersioned;
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            } else {
-                let m = self.managed as *mut DLManagedTensor;
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-        }
+fn import_error(e: ImportError) -> PyErr {
+    const OP: &str = "from_dlpack";
+    match e {
+        ImportError::Version(a, b) => value_error(format!(
+            "{OP}: DLPack version {a}.{b} is not supported; kael reads 1.x (and unversioned capsules)"
+        )),
+        ImportError::Device(d) => value_error(format!(
+            "{OP}: the tensor is on DLPack device type {d}; kael imports host memory only, so move it to the CPU first"
+        )),
+        ImportError::DType(c, b, l) => value_error(format!(
+            "{OP}: DLPack dtype (code {c}, {b} bits, {l} lanes) has no kael dtype; convert it first"
+        )),
+        ImportError::Rank(n) => value_error(format!(
+            "{OP}: {n} dimensions is more than kael's maximum {MAX_RANK}; reshape first"
+        )),
+        ImportError::Negative => value_error(format!(
+            "{OP}: the tensor has a negative size or stride; kael views need non-negative strides, so copy it first"
+        )),
+        ImportError::Overflow => value_error(format!("{OP}: the tensor's extent overflows")),
+        ImportError::Null => value_error(format!("{OP}: the data pointer is null")),
+        ImportError::Misaligned(n) => value_error(format!(
+            "{OP}: the data pointer is not aligned to the element size ({n} bytes); copy it first"
+        )),
+        ImportError::Kael(e) => crate::errors::to_py(e),
     }
 }
 
@@ -667,105 +465,36 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
             "{OP}: expected an object with __dlpack__ or an unused DLPack capsule; a consumed capsule cannot be imported twice"
         )));
     }
-    let name = if versioned {
-        DLTENSOR_VERSIONED
+    let (name, used) = if versioned {
+        (DLTENSOR_VERSIONED, USED_DLTENSOR_VERSIONED)
     } else {
-        DLTENSOR
+        (DLTENSOR, USED_DLTENSOR)
     };
     // SAFETY: the name was just checked, so GetPointer returns the managed
-    // tensor the producer stored (non-null by the DLPack contract; checked).
+    // tensor the producer stored (null is checked).
     let managed = unsafe { ffi::PyCapsule_GetPointer(cap, name.as_ptr()) };
     if managed.is_null() {
         return Err(
             PyErr::take(py).unwrap_or_else(|| value_error(format!("{OP}: the capsule is empty")))
         );
     }
-    // SAFETY: `managed` points at the struct the capsule's name announces,
-    // valid until its deleter runs (which only we will call from now on).
-    let (dl, flags) = unsafe {
-        if versioned {
-            let m = &*(managed as *const DLManagedTensorVersioned);
-            if m.version.major != 1 {
-                return Err(value_error(format!(
-                    "{OP}: DLPack version {}.{} is not supported; kael reads 1.x (and unversioned capsules)",
-                    m.version.major, m.version.minor
-                )));
-            }
-            (&m.dl_tensor, m.flags)
-        } else {
-            (&(*(managed as *const DLManagedTensor)).dl_tensor, 0)
-        }
-    };
-    if dl.device.device_type != KDL_CPU && dl.device.device_type != KDL_CUDA_HOST {
-        return Err(value_error(format!(
-            "{OP}: the tensor is on DLPack device type {}; kael imports host memory only, so move it to the CPU first",
-            dl.device.device_type
-        )));
-    }
-    let Some(dtype) = kael_dtype(dl.dtype) else {
-        return Err(value_error(format!(
-            "{OP}: DLPack dtype (code {}, {} bits, {} lanes) has no kael dtype; convert it first",
-            dl.dtype.code, dl.dtype.bits, dl.dtype.lanes
-        )));
-    };
-    let ndim = usize::try_from(dl.ndim).unwrap_or(usize::MAX);
-    if ndim > MAX_RANK {
-        return Err(value_error(format!(
-            "{OP}: {ndim} dimensions is more than kael's maximum {MAX_RANK}; reshape first"
-        )));
-    }
-    let mut shape = Vec::with_capacity(ndim);
-    for i in 0..ndim {
-        // SAFETY: DLPack's `shape` has `ndim` entries.
-        let n = unsafe { *dl.shape.add(i) };
-        shape.push(usize::try_from(n).map_err(|_| value_error(format!("{OP}: a negative size")))?);
-    }
-    let strides: Vec<usize> = if dl.strides.is_null() {
-        let mut s = vec![1usize; ndim];
-        for i in (0..ndim.saturating_sub(1)).rev() {
-            s[i] = s[i + 1].saturating_mul(shape[i + 1].max(1));
-        }
-        s
-    } else {
-        let mut s = Vec::with_capacity(ndim);
-        for i in 0..ndim {
-            // SAFETY: a non-null `strides` has `ndim` entries.
-            let v = unsafe { *dl.strides.add(i) };
-            s.push(usize::try_from(v).map_err(|_| {
-                value_error(format!(
-                    "{OP}: the tensor has a negative stride; kael views need non-negative strides, so copy it first"
-                ))
-            })?);
-        }
-        s
-    };
-    let item = dtype.size_in_bytes();
-    let nbytes = span_bytes(&shape, &strides, item)
-        .ok_or_else(|| value_error(format!("{OP}: the tensor's extent overflows")))?;
-    let offset = usize::try_from(dl.byte_offset)
-        .map_err(|_| value_error(format!("{OP}: the byte offset overflows")))?;
-    let data = (dl.data as *mut u8).wrapping_add(offset);
-    let ptr = nonnull(data, item, nbytes)
-        .ok_or_else(|| value_error(format!("{OP}: the data pointer is null")))?;
-    let writable = flags & FLAG_READ_ONLY == 0;
-    // Check what tensor_over checks before taking ownership, so a refusal
-    // leaves the capsule unconsumed (its own destructor frees it).
-    if ptr.as_ptr() as usize % item != 0 {
-        return Err(value_error(format!(
-            "{OP}: the data pointer is not aligned to the element size ({item} bytes); copy it first"
-        )));
-    }
-    let used = if versioned {
-        USED_DLTENSOR_VERSIONED
-    } else {
-        USED_DLTENSOR
-    };
-    // SAFETY: `cap` is a valid capsule; renaming marks it consumed so its
-    // destructor will not call the deleter (we own it now).
+    // Mark the capsule consumed first, so its destructor never frees what
+    // the storage will own; a refused import restores the name.
+    // SAFETY: `cap` is a valid capsule.
     if unsafe { ffi::PyCapsule_SetName(cap, used.as_ptr()) } != 0 {
         return Err(PyErr::take(py)
             .unwrap_or_else(|| value_error(format!("{OP}: could not consume the capsule"))));
     }
-    let owner: Shared<dyn ExternalOwner> = Shared::new(HeldDlpack { managed, versioned });
-    tensor_over(OP, ptr, nbytes, owner, writable, &shape, &strides, dtype).map(wrap)
+    let device = default_device()?;
+    // SAFETY: a capsule named `dltensor[_versioned]` holds a live managed
+    // tensor of that kind, which the producer keeps valid until its deleter.
+    match unsafe { dlpack::import(managed, versioned, &device) } {
+        Ok(t) => Ok(wrap(t)),
+        Err(e) => {
+            // SAFETY: the import took nothing; give the capsule its name back
+            // so its destructor frees the tensor.
+            unsafe { ffi::PyCapsule_SetName(cap, name.as_ptr()) };
+            Err(import_error(e))
+        }
+    }
 }

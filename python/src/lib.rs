@@ -13,6 +13,7 @@
 mod autograd;
 mod convert;
 mod create;
+mod dlpack;
 mod dtype_device;
 mod errors;
 mod index;
