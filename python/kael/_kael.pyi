@@ -694,6 +694,13 @@ def arange(*args, dtype=None, device=None, requires_grad=False) -> Tensor:
     """`arange(end)`, `arange(start, end)` or `arange(start, end, step)`:
     int64 when every bound is an int, float32 otherwise (as in PyTorch)."""
     ...
+def avg_pool2d(input, kernel_size, stride=None, padding=None, count_include_pad=True) -> Tensor:
+    """2-d average pooling (`stride` defaults to `kernel_size`)."""
+    ...
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5) -> Tensor:
+    """Batch normalisation; in training mode the batch statistics normalise
+    and update `running_mean`/`running_var` in place (PyTorch's)."""
+    ...
 bfloat16: dtype
 bool: dtype
 def cat(tensors, dim=0) -> Tensor:
@@ -702,6 +709,13 @@ def cat(tensors, dim=0) -> Tensor:
 def clip_grad_norm_(parameters, max_norm) -> float:
     """Scales every gradient so their joint 2-norm is at most `max_norm`;
     returns the norm before clipping."""
+    ...
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """1-d convolution of `[N, C, L]` by `[O, C / groups, K]` (PyTorch's)."""
+    ...
+def conv2d(input, weight, bias=None, stride=None, padding=None, dilation=None, groups=1) -> Tensor:
+    """2-d convolution of `[N, C, H, W]` by `[O, C / groups, KH, KW]`;
+    `stride`, `padding` and `dilation` are ints or pairs."""
     ...
 cpu: device
 def cross_entropy(input, target, reduction="mean", ignore_index=None) -> Tensor:
@@ -749,6 +763,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     gradients of `outputs` with respect to `inputs`, without touching
     `.grad`."""
     ...
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
+    """Group normalisation over `num_groups` groups of channels."""
+    ...
 int16: dtype
 int32: dtype
 int64: dtype
@@ -776,6 +793,9 @@ def manual_seed(seed) -> None:
 def matmul(a, b) -> Tensor:
     """Matrix product (`a @ b`)."""
     ...
+def max_pool2d(input, kernel_size, stride=None, padding=None) -> Tensor:
+    """2-d max pooling (`stride` defaults to `kernel_size`)."""
+    ...
 def mse_loss(input, target, reduction="mean") -> Tensor:
     """Mean squared error."""
     ...
@@ -802,6 +822,9 @@ def randn_like(t) -> Tensor:
     ...
 def save(tensors, path) -> None:
     """Writes named tensors to a safetensors file: `kael.save({"w": w}, path)`."""
+    ...
+def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None) -> Tensor:
+    """`softmax(q kᵀ · scale + mask) v`, causal when `is_causal`."""
     ...
 def set_default_device(device) -> None:
     """Sets the device that creation functions use when given none."""

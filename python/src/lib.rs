@@ -79,6 +79,13 @@ fn _kael(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(nn::clip_grad_norm_, m)?,
         wrap_pyfunction!(nn::save, m)?,
         wrap_pyfunction!(nn::load, m)?,
+        wrap_pyfunction!(nn::conv1d, m)?,
+        wrap_pyfunction!(nn::conv2d, m)?,
+        wrap_pyfunction!(nn::max_pool2d, m)?,
+        wrap_pyfunction!(nn::avg_pool2d, m)?,
+        wrap_pyfunction!(nn::batch_norm, m)?,
+        wrap_pyfunction!(nn::group_norm, m)?,
+        wrap_pyfunction!(nn::scaled_dot_product_attention, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -341,3 +341,169 @@ pub fn load<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'p
     }
     Ok(d)
 }
+
+// --------------------------------------------- convolution, pooling, norms
+
+/// `int` or `(int, int)` as a pair (PyTorch's `_pair`).
+fn pair(op: &str, what: &str, v: &Bound<'_, PyAny>) -> PyResult<[usize; 2]> {
+    if let Ok(n) = v.extract::<usize>() {
+        return Ok([n, n]);
+    }
+    let (a, b): (usize, usize) = v.extract().map_err(|_| {
+        type_error(format!(
+            "{op}: {what} must be a non-negative int or a pair of them"
+        ))
+    })?;
+    Ok([a, b])
+}
+
+/// 1-d convolution of `[N, C, L]` by `[O, C / groups, K]` (PyTorch's).
+#[pyfunction]
+#[pyo3(signature = (input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1))]
+pub fn conv1d(
+    py: Python<'_>,
+    input: &PyTensor,
+    weight: &PyTensor,
+    bias: Option<&PyTensor>,
+    stride: usize,
+    padding: usize,
+    dilation: usize,
+    groups: usize,
+) -> PyResult<PyTensor> {
+    let (x, w, b) = (&input.t, &weight.t, bias.map(|b| &b.t));
+    run_t(py, x, || {
+        F::conv1d(x, w, b, stride, padding, dilation, groups)
+    })
+}
+
+/// 2-d convolution of `[N, C, H, W]` by `[O, C / groups, KH, KW]`;
+/// `stride`, `padding` and `dilation` are ints or pairs.
+#[pyfunction]
+#[pyo3(signature = (input, weight, bias=None, stride=None, padding=None, dilation=None, groups=1))]
+pub fn conv2d(
+    py: Python<'_>,
+    input: &PyTensor,
+    weight: &PyTensor,
+    bias: Option<&PyTensor>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+    dilation: Option<&Bound<'_, PyAny>>,
+    groups: usize,
+) -> PyResult<PyTensor> {
+    let or = |v: Option<&Bound<'_, PyAny>>, what: &str, d: usize| match v {
+        Some(v) if !v.is_none() => pair("conv2d", what, v),
+        _ => Ok([d, d]),
+    };
+    let (s, p, d) = (
+        or(stride, "stride", 1)?,
+        or(padding, "padding", 0)?,
+        or(dilation, "dilation", 1)?,
+    );
+    let (x, w, b) = (&input.t, &weight.t, bias.map(|b| &b.t));
+    run_t(py, x, || F::conv2d(x, w, b, s, p, d, groups))
+}
+
+/// 2-d max pooling (`stride` defaults to `kernel_size`).
+#[pyfunction]
+#[pyo3(signature = (input, kernel_size, stride=None, padding=None))]
+pub fn max_pool2d(
+    py: Python<'_>,
+    input: &PyTensor,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyTensor> {
+    let k = pair("max_pool2d", "kernel_size", kernel_size)?;
+    let s = match stride {
+        Some(v) if !v.is_none() => pair("max_pool2d", "stride", v)?,
+        _ => k,
+    };
+    let p = match padding {
+        Some(v) if !v.is_none() => pair("max_pool2d", "padding", v)?,
+        _ => [0, 0],
+    };
+    let x = &input.t;
+    run_t(py, x, || F::max_pool2d(x, k, s, p))
+}
+
+/// 2-d average pooling (`stride` defaults to `kernel_size`).
+#[pyfunction]
+#[pyo3(signature = (input, kernel_size, stride=None, padding=None, count_include_pad=true))]
+pub fn avg_pool2d(
+    py: Python<'_>,
+    input: &PyTensor,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+    count_include_pad: bool,
+) -> PyResult<PyTensor> {
+    let k = pair("avg_pool2d", "kernel_size", kernel_size)?;
+    let s = match stride {
+        Some(v) if !v.is_none() => pair("avg_pool2d", "stride", v)?,
+        _ => k,
+    };
+    let p = match padding {
+        Some(v) if !v.is_none() => pair("avg_pool2d", "padding", v)?,
+        _ => [0, 0],
+    };
+    let x = &input.t;
+    run_t(py, x, || F::avg_pool2d(x, k, s, p, count_include_pad))
+}
+
+/// Batch normalisation; in training mode the batch statistics normalise
+/// and update `running_mean`/`running_var` in place (PyTorch's).
+#[pyfunction]
+#[pyo3(signature = (input, running_mean, running_var, weight=None, bias=None, training=false, momentum=0.1, eps=1e-5))]
+pub fn batch_norm(
+    py: Python<'_>,
+    input: &PyTensor,
+    running_mean: Option<&PyTensor>,
+    running_var: Option<&PyTensor>,
+    weight: Option<&PyTensor>,
+    bias: Option<&PyTensor>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> PyResult<PyTensor> {
+    let x = &input.t;
+    let (rm, rv) = (running_mean.map(|t| &t.t), running_var.map(|t| &t.t));
+    let (w, b) = (weight.map(|t| &t.t), bias.map(|t| &t.t));
+    run_t(py, x, || {
+        F::batch_norm(x, rm, rv, w, b, training, momentum, eps)
+    })
+}
+
+/// Group normalisation over `num_groups` groups of channels.
+#[pyfunction]
+#[pyo3(signature = (input, num_groups, weight=None, bias=None, eps=1e-5))]
+pub fn group_norm(
+    py: Python<'_>,
+    input: &PyTensor,
+    num_groups: usize,
+    weight: Option<&PyTensor>,
+    bias: Option<&PyTensor>,
+    eps: f64,
+) -> PyResult<PyTensor> {
+    let x = &input.t;
+    let (w, b) = (weight.map(|t| &t.t), bias.map(|t| &t.t));
+    run_t(py, x, || F::group_norm(x, num_groups, w, b, eps))
+}
+
+/// `softmax(q kᵀ · scale + mask) v`, causal when `is_causal`.
+#[pyfunction]
+#[pyo3(signature = (query, key, value, attn_mask=None, is_causal=false, scale=None))]
+pub fn scaled_dot_product_attention(
+    py: Python<'_>,
+    query: &PyTensor,
+    key: &PyTensor,
+    value: &PyTensor,
+    attn_mask: Option<&PyTensor>,
+    is_causal: bool,
+    scale: Option<f64>,
+) -> PyResult<PyTensor> {
+    let (q, k, v) = (&query.t, &key.t, &value.t);
+    let m = attn_mask.map(|m| &m.t);
+    run_t(py, q, || {
+        F::scaled_dot_product_attention(q, k, v, m, is_causal, scale)
+    })
+}

@@ -182,3 +182,87 @@ def test_linear_and_adamw_match_pytorch():
         to.step()
     assert_close(lin.weight, tl.weight.detach().numpy(), rtol=1e-10, atol=1e-12)
     assert_close(lin.bias, tl.bias.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def conv2d_reference(x, w, b, stride, padding):
+    """Direct 2-d convolution in numpy (cross-correlation, as PyTorch)."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh = (h + 2 * padding - kh) // stride + 1
+    ow = (wd + 2 * padding - kw) // stride + 1
+    out = np.zeros((n, o, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+            out[:, :, i, j] = np.tensordot(patch, w, axes=([1, 2, 3], [1, 2, 3]))
+    return out + b[None, :, None, None]
+
+
+def test_conv2d_matches_a_direct_convolution(device):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 6, 5))
+    w = rng.standard_normal((4, 3, 3, 2))
+    b = rng.standard_normal(4)
+    got = kael.nn.functional.conv2d(
+        kael.tensor(x, dtype=kael.float64, device=device),
+        kael.tensor(w, dtype=kael.float64, device=device),
+        kael.tensor(b, dtype=kael.float64, device=device),
+        stride=2, padding=1,
+    )
+    assert_close(got, conv2d_reference(x, w, b, 2, 1), rtol=1e-10, atol=1e-12)
+
+
+def test_pools_match_numpy(device):
+    x = np.arange(32.0).reshape(1, 2, 4, 4)
+    k = kael.tensor(x, dtype=kael.float64, device=device)
+    want_max = x.reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5))
+    want_avg = x.reshape(1, 2, 2, 2, 2, 2).mean(axis=(3, 5))
+    assert_close(kael.nn.MaxPool2d(2)(k), want_max)
+    assert_close(kael.nn.AvgPool2d(2)(k), want_avg)
+
+
+def test_batch_norm_updates_running_stats_in_training():
+    bn = kael.nn.BatchNorm1d(2, dtype=kael.float64)
+    x = np.array([[1.0, 10.0], [3.0, 30.0], [5.0, 50.0]])
+    y = bn(kael.tensor(x, dtype=kael.float64))
+    assert_close(y, (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5), rtol=1e-9)
+    assert_close(bn.running_mean, 0.1 * x.mean(0), rtol=1e-12)
+    assert_close(bn.running_var, 0.9 + 0.1 * x.var(0, ddof=1), rtol=1e-12)
+    bn.eval()
+    before = bn.running_mean.tolist()
+    bn(kael.tensor(x, dtype=kael.float64))
+    assert bn.running_mean.tolist() == before
+    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var"]
+
+
+def test_attention_matches_numpy():
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((2, 4, 3)) for _ in range(3))
+    s = q @ k.transpose(0, 2, 1) / np.sqrt(3)
+    s = s + np.triu(np.full((4, 4), -np.inf), 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    got = kael.nn.functional.scaled_dot_product_attention(
+        *(kael.tensor(a, dtype=kael.float64) for a in (q, k, v)), is_causal=True
+    )
+    assert_close(got, p @ v, rtol=1e-10, atol=1e-12)
+
+
+def test_conv_layers_and_group_norm_match_pytorch():
+    torch = torch_or_skip()
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 4, 7, 6))
+    conv = kael.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2, dtype=kael.float64)
+    tconv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2).double()
+    with torch.no_grad():
+        tconv.weight.copy_(torch.tensor(np.array(conv.weight.tolist())))
+        tconv.bias.copy_(torch.tensor(np.array(conv.bias.tolist())))
+    gn = kael.nn.GroupNorm(3, 6, dtype=kael.float64)
+    tgn = torch.nn.GroupNorm(3, 6).double()
+    kx = kael.tensor(x, dtype=kael.float64, requires_grad=True)
+    tx = torch.tensor(x, requires_grad=True)
+    gn(conv(kx)).sin().sum().backward()
+    tgn(tconv(tx)).sin().sum().backward()
+    assert_close(kx.grad, tx.grad.numpy(), rtol=1e-9, atol=1e-11)
+    assert_close(conv.weight.grad, tconv.weight.grad.numpy(), rtol=1e-9, atol=1e-11)

@@ -276,6 +276,115 @@ class Embedding(Module):
         return functional.embedding(ids, self.weight, self.padding_idx)
 
 
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+class Conv1d(Module):
+    """1-d convolution (PyTorch's initialisation: uniform in
+    ±1/sqrt(in_channels / groups * kernel_size))."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, dtype=None, device=None):
+        super().__init__()
+        dtype = dtype or _kael.float32
+        fan_in = in_channels // groups * kernel_size
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight = Parameter(_uniform((out_channels, in_channels // groups, kernel_size), bound, dtype, device))
+        self.bias = Parameter(_uniform((out_channels,), bound, dtype, device)) if bias else None
+
+    def forward(self, x):
+        return functional.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv2d(Module):
+    """2-d convolution (PyTorch's initialisation: uniform in
+    ±1/sqrt(in_channels / groups * kh * kw))."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, dtype=None, device=None):
+        super().__init__()
+        dtype = dtype or _kael.float32
+        kh, kw = _pair(kernel_size)
+        fan_in = in_channels // groups * kh * kw
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        self.stride, self.padding, self.dilation, self.groups = (
+            _pair(stride), _pair(padding), _pair(dilation), groups)
+        self.weight = Parameter(_uniform((out_channels, in_channels // groups, kh, kw), bound, dtype, device))
+        self.bias = Parameter(_uniform((out_channels,), bound, dtype, device)) if bias else None
+
+    def forward(self, x):
+        return functional.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class MaxPool2d(Module):
+    """2-d max pooling."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x):
+        return functional.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool2d(Module):
+    """2-d average pooling."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad=True):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x):
+        return functional.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+
+class _BatchNorm(Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, dtype=None, device=None):
+        super().__init__()
+        dtype = dtype or _kael.float32
+        self.eps, self.momentum = eps, momentum
+        if affine:
+            self.weight = Parameter(_kael.ones(num_features, dtype=dtype, device=device))
+            self.bias = Parameter(_kael.zeros(num_features, dtype=dtype, device=device))
+        else:
+            self.weight = self.bias = None
+        self.register_buffer("running_mean", _kael.zeros(num_features, dtype=dtype, device=device))
+        self.register_buffer("running_var", _kael.ones(num_features, dtype=dtype, device=device))
+
+    def forward(self, x):
+        return functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                                     self.training, self.momentum, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of `[N, C]` or `[N, C, L]` (running statistics
+    updated in training mode)."""
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of `[N, C, H, W]`."""
+
+
+class GroupNorm(Module):
+    """Group normalisation over `num_groups` groups of channels."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, dtype=None, device=None):
+        super().__init__()
+        dtype = dtype or _kael.float32
+        self.num_groups, self.eps = num_groups, eps
+        if affine:
+            self.weight = Parameter(_kael.ones(num_channels, dtype=dtype, device=device))
+            self.bias = Parameter(_kael.zeros(num_channels, dtype=dtype, device=device))
+        else:
+            self.weight = self.bias = None
+
+    def forward(self, x):
+        return functional.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
 class Dropout(Module):
     """Zeroes elements with probability ``p`` in training mode."""
 
@@ -373,13 +482,20 @@ class CrossEntropyLoss(Module):
 
 
 __all__ = [
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv1d",
+    "Conv2d",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",
     "GELU",
+    "GroupNorm",
     "LayerNorm",
     "Linear",
     "MSELoss",
+    "MaxPool2d",
     "Module",
     "Parameter",
     "ReLU",

@@ -2,13 +2,20 @@
 kernels and backward rules)."""
 
 from .._kael import (
+    avg_pool2d,
+    batch_norm,
+    conv1d,
+    conv2d,
     cross_entropy,
     dropout,
     embedding,
+    group_norm,
     layer_norm,
     linear,
+    max_pool2d,
     mse_loss,
     nll_loss,
+    scaled_dot_product_attention,
 )
 
 
@@ -42,16 +49,23 @@ def log_softmax(x, dim):
 
 
 __all__ = [
+    "avg_pool2d",
+    "batch_norm",
+    "conv1d",
+    "conv2d",
     "cross_entropy",
     "dropout",
     "embedding",
     "gelu",
+    "group_norm",
     "layer_norm",
     "linear",
     "log_softmax",
+    "max_pool2d",
     "mse_loss",
     "nll_loss",
     "relu",
+    "scaled_dot_product_attention",
     "silu",
     "softmax",
 ]
