@@ -33,6 +33,8 @@ echo "== format, kael-py"
 cargo fmt --manifest-path python/Cargo.toml --check
 echo "== clippy, kael-py"
 cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings
+echo "== clippy, kael-py with cuda (kael.cuda; the driver loads at run time, so it builds anywhere)"
+cargo clippy --manifest-path python/Cargo.toml --all-targets --features cuda -- -D warnings
 
 echo "== pip install ./python (release build of the extension)"
 "$PY" -m pip install --quiet --force-reinstall ./python

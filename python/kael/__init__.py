@@ -64,10 +64,19 @@ from ._kael import (
     set_default_device,
     get_default_device,
     is_grad_enabled,
+    cuda_available,
     set_grad_enabled as _set_grad_enabled,
 )
 from ._kael import save, load
 from . import autograd, nn, optim
+
+def __getattr__(name):
+    # kael.cuda: the first CUDA device, opened on first use (built with the
+    # cuda feature; otherwise, or without a driver, an error that says so).
+    if name == "cuda":
+        return _kael.device_named("cuda")
+    raise AttributeError(f"module 'kael' has no attribute {name!r}")
+
 
 bool = getattr(_kael, "bool")  # noqa: A001 - kael.bool, as torch.bool
 float = float32  # noqa: A001

@@ -722,6 +722,14 @@ def cross_entropy(input, target, reduction="mean", ignore_index=None) -> Tensor:
     """Cross entropy of logits `[N, C]` (or `[C]`, `[N, C, d…]`) against class
     indices."""
     ...
+def cuda_available() -> Tensor:
+    """Whether `kael.cuda` can be used: built with the `cuda` feature and a
+    driver and a device are present."""
+    ...
+def device_named(name) -> Tensor:
+    """The device called `name` (`"cpu"`, `"threaded"`, `"cuda"`): what
+    `kael.cuda` resolves through."""
+    ...
 def dropout(input, p=0.5, training=True) -> Tensor:
     """Zeroes elements with probability `p` while training, scaling the rest
     by `1 / (1 - p)`; the identity otherwise. Draws from kael's generator

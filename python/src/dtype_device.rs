@@ -169,9 +169,44 @@ pub fn threaded() -> PyResult<Device> {
     Ok(THREADED.get_or_init(|| d).clone())
 }
 
+/// The first CUDA device, when kael-py was built with the `cuda` feature
+/// and a driver loads (made once).
+#[cfg(feature = "cuda")]
+pub fn cuda() -> PyResult<Device> {
+    static CUDA: OnceLock<Device> = OnceLock::new();
+    if let Some(d) = CUDA.get() {
+        return Ok(d.clone());
+    }
+    let d = kael_host::cuda::device(0).map_err(|e| {
+        crate::errors::raise_runtime(format!(
+            "cuda: no CUDA device could be opened ({e}); check the driver, or use kael.threaded"
+        ))
+    })?;
+    Ok(CUDA.get_or_init(|| d).clone())
+}
+
+/// Whether `kael.cuda` can be used: built with the `cuda` feature and a
+/// driver and a device are present.
+#[pyfunction]
+pub fn cuda_available() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        cuda().is_ok()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
+    }
+}
+
 /// A device object by name.
 pub fn device_by_name(op: &str, name: &str) -> PyResult<PyDevice> {
     match name {
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(PyDevice {
+            d: cuda()?,
+            name: "cuda",
+        }),
         "cpu" => Ok(PyDevice {
             d: cpu(),
             name: "cpu",
@@ -181,7 +216,7 @@ pub fn device_by_name(op: &str, name: &str) -> PyResult<PyDevice> {
             name: "threaded",
         }),
         other => Err(value_error(format!(
-            "{op}: unknown device {other:?}; pass kael.cpu or kael.threaded (or their names)"
+            "{op}: unknown device {other:?}; pass kael.cpu or kael.threaded (or their names; \"cuda\" when kael is built with the cuda feature)"
         ))),
     }
 }
@@ -241,4 +276,11 @@ pub fn set_default_device(device: &Bound<'_, PyAny>) -> PyResult<()> {
 #[pyfunction]
 pub fn get_default_device() -> PyResult<PyDevice> {
     Ok(device_of(&default_device()?))
+}
+
+/// The device called `name` (`"cpu"`, `"threaded"`, `"cuda"`): what
+/// `kael.cuda` resolves through.
+#[pyfunction]
+pub fn device_named(name: &str) -> PyResult<PyDevice> {
+    device_by_name("device", name)
 }

@@ -124,6 +124,16 @@ pub fn index_error(msg: impl Into<String>) -> PyErr {
     })
 }
 
+/// A `KaelRuntimeError` found by the bindings (a device that cannot open).
+#[allow(dead_code)]
+pub fn raise_runtime(msg: impl Into<String>) -> PyErr {
+    Python::attach(|py| {
+        let err = raise(py, "KaelRuntimeError", msg.into());
+        let _ = err.value(py).setattr("kind", "Unsupported");
+        err
+    })
+}
+
 /// A `KaelTypeError` (an argument of a type the operation does not take).
 pub fn type_error(msg: impl Into<String>) -> PyErr {
     Python::attach(|py| {

@@ -36,6 +36,8 @@ fn _kael(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("cpu", device_by_name("kael", "cpu")?)?;
     m.add("threaded", device_by_name("kael", "threaded")?)?;
+    m.add_function(wrap_pyfunction!(dtype_device::cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(dtype_device::device_named, m)?)?;
     m.add_function(wrap_pyfunction!(dtype_device::set_default_device, m)?)?;
     m.add_function(wrap_pyfunction!(dtype_device::get_default_device, m)?)?;
     m.add_function(wrap_pyfunction!(create::tensor, m)?)?;

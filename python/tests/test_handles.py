@@ -1,6 +1,8 @@
 """A kael.Tensor is a handle: assignment, views, versions (NOTE [Python
 handles])."""
 
+import pytest
+
 import kael
 
 
@@ -126,3 +128,12 @@ def test_repr_spells_bools_and_exponents_as_pytorch():
     text = repr(kael.tensor([1.0, 1e30]))
     assert "e+30" in text and "e+00" in text, text
     assert "e-05" in repr(kael.tensor([1e-5, 1.0]))
+
+
+def test_cuda_is_reported_unavailable_with_a_reason_when_absent():
+    if kael.cuda_available():
+        assert kael.cuda.type == "cuda"
+        return
+    with pytest.raises(Exception) as info:
+        kael.cuda
+    assert "cuda" in str(info.value).lower()
