@@ -320,6 +320,20 @@ mod tests {
     }
 
     #[test]
+    fn narrow_past_the_end_reports_the_end_without_wrapping() {
+        let l = Layout::contiguous(&[3]).unwrap();
+        let e = l.narrow(0, usize::MAX / 2, usize::MAX / 2 + 2).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::IndexOutOfRange {
+                op: "narrow",
+                index: i64::MAX,
+                size: 3
+            }
+        ));
+    }
+
+    #[test]
     fn expanded_layout_overlaps_and_transposed_does_not() {
         let l = Layout::contiguous(&[1, 3]).unwrap();
         assert!(l.expand(&[4, 3]).unwrap().has_internal_overlap());

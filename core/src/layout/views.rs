@@ -21,7 +21,7 @@ impl Layout {
         if start > size || end > size {
             return Err(Error::IndexOutOfRange {
                 op: "narrow",
-                index: end as i64,
+                index: i64::try_from(end).unwrap_or(i64::MAX),
                 size,
             });
         }
