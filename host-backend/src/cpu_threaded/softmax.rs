@@ -364,6 +364,7 @@ mod tests {
         softmax_row_dispatch(Some(&x), &mut y, false);
         assert!(y.iter().all(|v| (v - 1.0 / 37.0).abs() < 1e-7), "{y:?}");
         softmax_row_dispatch(Some(&x), &mut y, true);
-        assert!(y.iter().all(|v| (v + 37.0f32.ln()).abs() < 1e-6), "{y:?}");
+        // 1e-5: Miri perturbs `ln` by a few ulp on purpose.
+        assert!(y.iter().all(|v| (v + 37.0f32.ln()).abs() < 1e-5), "{y:?}");
     }
 }
