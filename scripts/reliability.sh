@@ -165,9 +165,9 @@ miri_tier() {
     # (raw blocks kept and handed out again, huge blocks advised), and the
     # tiles of transposed operands with their 8x8 AVX blocks, tested on
     # their own because the pool-based tests cannot run under Miri. Miri reports no CPU features by itself, so AVX is
-    # enabled for that run. Matmul calls into `gemm` and softmax's
-    # AVX-512/AVX2 rows are safe code apart from the feature dispatch; both
-    # are checked against the reference by the conformance suite.
+    # enabled for that run. Matmul calls into `gemm`, checked against the
+    # reference by the conformance suite; softmax's rows are safe code apart
+    # from the feature dispatch, run below with AVX2+FMA.
     run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::alloc || ok=0
     # The worker pool (NOTE [Spinning pool]): a borrowed job published to
     # spinning, yielding and parked workers, nested and concurrent callers.
@@ -181,6 +181,10 @@ miri_tier() {
         cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values || ok=0
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
         run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::norm || ok=0
+    # The fused softmax backward's rows (NOTE [Softmax backward rows]): its
+    # feature dispatch, as vmath's.
+    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
+        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::softmax || ok=0
     # kael-py's DLPack pointer work (export, import, deleters), kept in
     # plain Rust (python/src/dlpack.rs) so Miri can run it: it cannot run
     # the CPython calls around it (those are exercised by the pytest suite).
@@ -190,7 +194,7 @@ miri_tier() {
     else
         echo "SKIPPED miri kael-py dlpack: no python3, which pyo3's build needs"
     fi
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm (with AVX2+FMA), kael-py: dlpack"
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::softmax (with AVX2+FMA), kael-py: dlpack"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

@@ -1292,14 +1292,18 @@ fn composing_cpu() -> Device {
 fn layer_norm_and_grads(dev: &Device, affine: bool) -> Result<Vec<Vec<f64>>> {
     let mut rng = Rng::new(3);
     let cpu = Device::cpu();
+    // Made on `dev` itself: `to_device` between two devices of one kind
+    // keeps a tensor where it is, so it would never reach the composing one.
+    let values = |shape: &[usize], rng: &mut Rng| -> Result<Tensor> {
+        let v = Tensor::randn(shape, DType::F64, &cpu, rng)?.to_vec::<f64>()?;
+        Tensor::from_slice(&v, shape, dev)
+    };
     let make = |shape: &[usize], rng: &mut Rng| -> Result<Tensor> {
-        Tensor::randn(shape, DType::F64, &cpu, rng)?
-            .to_device(dev)?
-            .requires_grad_(true)
+        values(shape, rng)?.requires_grad_(true)
     };
     let x = make(&[4, 3, 7], &mut rng)?;
     let (w, b) = (make(&[3, 7], &mut rng)?, make(&[3, 7], &mut rng)?);
-    let c = Tensor::randn(&[4, 3, 7], DType::F64, &cpu, &mut rng)?.to_device(dev)?;
+    let c = values(&[4, 3, 7], &mut rng)?;
     let y = if affine {
         F::layer_norm(&x, &[3, 7], Some(&w), Some(&b), 1e-5)?
     } else {

@@ -603,3 +603,40 @@ pub fn layer_norm_backward(
     no_alias(op, &[&dx], &dwb)?;
     Ok((rows, n))
 }
+
+/// [`Backend::softmax_backward`](super::Backend::softmax_backward)'s
+/// contract: `grad`, `out` and `dx` contiguous `[rows, n]` of one dtype
+/// (f32 or f64), and `dx` sharing storage with neither operand. Returns
+/// `(rows, n)`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the fix, [`Error::UnsupportedDType`]
+/// for dtypes other than f32 and f64.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (g, y, dx) = (Storage::zeroed(24, &dev)?, Storage::zeroed(24, &dev)?, Storage::zeroed(24, &dev)?);
+/// # let l = Layout::contiguous(&[3, 2])?;
+/// let f = |s, l| Src { storage: s, layout: l, dtype: DType::F32 };
+/// assert_eq!(contract::softmax_backward(f(&g, &l), f(&y, &l), f(&dx, &l))?, (3, 2));
+/// assert!(contract::softmax_backward(f(&g, &l), f(&y, &l), f(&y, &l)).is_err());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn softmax_backward(grad: Src<'_>, out: Src<'_>, dx: Dst<'_>) -> Result<(usize, usize)> {
+    let op = "softmax_backward";
+    let (rows, n) = norm_rows(op, &out)?;
+    for t in [&grad, &dx] {
+        if t.layout.shape() != out.layout.shape()
+            || !t.layout.is_contiguous()
+            || t.dtype != out.dtype
+        {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "grad, out and dx of the fused softmax backward must all be contiguous [rows, n] of one dtype; call contiguous() first",
+            });
+        }
+    }
+    no_alias(op, &[&grad, &out], &dx)?;
+    Ok((rows, n))
+}

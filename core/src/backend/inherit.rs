@@ -21,7 +21,7 @@
 //! NOTE [Fused families]
 //! Some families exist only to be fast: `layer_norm` and
 //! `layer_norm_backward` compute what a dozen primitive ops compute, in one
-//! or two passes. They are optional. A backend that overrides them runs its
+//! or two passes, and `softmax_backward` what four ops compute. They are optional. A backend that overrides them runs its
 //! kernel; one that inherits [`Inherit::From`] a host device runs that
 //! device's kernel in place; any other ([`Inherit::Staged`] would copy
 //! whole storages across the bus, slower than the primitives it already

@@ -260,6 +260,47 @@ pub trait Backend: MaybeSendSync {
         })
     }
 
+    /// Softmax's (or, with `log`, log-softmax's) backward along the rows
+    /// of `out` (`[rows, n]`, contiguous; the tensor layer moves nothing,
+    /// it only takes this path for the last dim): from the forward's output
+    /// `out` = y and the gradient `grad`, `dx = y · (grad - Σ grad·y)` for
+    /// softmax and `dx = grad - e^y · Σ grad` for log-softmax, the sums per
+    /// row. f32 and f64; `grad` and `dx` contiguous `[rows, n]`.
+    ///
+    /// A fused family (NOTE [Fused families]), as [`Backend::layer_norm`]:
+    /// without it the tensor layer composes the backward.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] as for [`Backend::layer_norm`]; backend failures.
+    ///
+    /// ```
+    /// use kael_core::{backend::Src, Device, DType, Layout, Storage};
+    /// let dev = Device::cpu();
+    /// let f = |v: [f32; 2]| -> kael_core::Result<Storage> {
+    ///     let s = Storage::zeroed(8, &dev)?;
+    ///     dev.backend().write_bytes(&s, 0, bytemuck::cast_slice(&v))?;
+    ///     Ok(s)
+    /// };
+    /// let (g, y, dx) = (f([1.0, 0.0])?, f([0.5, 0.5])?, f([0.0, 0.0])?);
+    /// let l = Layout::contiguous(&[1, 2])?;
+    /// let at = |s| Src { storage: s, layout: &l, dtype: DType::F32 };
+    /// dev.backend().softmax_backward(at(&g), at(&y), false, at(&dx))?;
+    /// let mut out = [0u8; 8];
+    /// dev.backend().read_bytes(&dx, 0, &mut out)?;
+    /// // y · (g - Σ g·y) = 0.5 · ([1, 0] - 0.5)
+    /// assert_eq!(bytemuck::cast_slice::<u8, f32>(&out), &[0.25, -0.25]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    fn softmax_backward(&self, grad: Src<'_>, out: Src<'_>, log: bool, dx: Dst<'_>) -> Result<()> {
+        match self.inherit() {
+            Inherit::From(from) => from.backend().softmax_backward(grad, out, log, dx),
+            _ => Err(Error::Unsupported {
+                op: "softmax_backward",
+                device: self.kind(),
+            }),
+        }
+    }
+
     /// Layer norm of each row of `src` (`[rows, n]`, contiguous; the
     /// tensor layer flattens the normalised dims): `dst = (src - mean) ·
     /// rstd · weight + bias` (`weight`, `bias`: `[n]`, or absent), and

@@ -16,6 +16,7 @@ pub mod matmul;
 pub mod norm;
 pub mod reduce;
 pub mod select;
+pub mod softmax_grad;
 
 pub use select::{dtypes, ops};
 
@@ -248,6 +249,11 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> Backend
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
         self.family(ops::SOFTMAX, "softmax")?;
         reduce::softmax_in::<DTYPES, F32_ACC>(src, dim, log, dst)
+    }
+
+    fn softmax_backward(&self, grad: Src<'_>, out: Src<'_>, log: bool, dx: Dst<'_>) -> Result<()> {
+        self.family(ops::SOFTMAX_BACKWARD, "softmax_backward")?;
+        softmax_grad::softmax_backward(grad, out, log, dx)
     }
 
     fn layer_norm(

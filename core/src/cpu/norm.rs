@@ -26,8 +26,9 @@ use crate::error::{Error, Result};
 use crate::storage::{typed, typed_mut};
 use alloc::vec::Vec;
 
-/// A float the kernels read and write, through f64.
-trait NormFloat: bytemuck::Pod {
+/// A float the kernels read and write, through f64 (also the softmax
+/// backward's, `super::softmax_grad`).
+pub(super) trait NormFloat: bytemuck::Pod {
     fn to(self) -> f64;
     fn from_f64(v: f64) -> Self;
 }
@@ -50,18 +51,23 @@ impl NormFloat for f64 {
     }
 }
 
-/// The `len` elements of `t` from its offset.
-fn elems<'a, T: bytemuck::Pod>(bytes: &'a [u8], t: &Src<'_>, len: usize) -> Result<&'a [T]> {
+/// The `len` elements of `t` from its offset (`op` names the kernel in
+/// the error).
+pub(super) fn elems<'a, T: bytemuck::Pod>(
+    op: &'static str,
+    bytes: &'a [u8],
+    t: &Src<'_>,
+    len: usize,
+) -> Result<&'a [T]> {
     let off = t.layout.offset();
     typed::<T>(bytes)?
         .get(off..off.saturating_add(len))
-        .ok_or(Error::InvalidArgument {
-            op: "layer_norm",
-            reason: "an operand's layout runs past its storage; this is a bug in the caller",
-        })
+        .ok_or(past_storage(op))
 }
 
-fn elems_mut<'a, T: bytemuck::Pod>(
+/// Mutable [`elems`].
+pub(super) fn elems_mut<'a, T: bytemuck::Pod>(
+    op: &'static str,
     bytes: &'a mut [u8],
     t: &Src<'_>,
     len: usize,
@@ -69,10 +75,14 @@ fn elems_mut<'a, T: bytemuck::Pod>(
     let off = t.layout.offset();
     typed_mut::<T>(bytes)?
         .get_mut(off..off.saturating_add(len))
-        .ok_or(Error::InvalidArgument {
-            op: "layer_norm",
-            reason: "an operand's layout runs past its storage; this is a bug in the caller",
-        })
+        .ok_or(past_storage(op))
+}
+
+fn past_storage(op: &'static str) -> Error {
+    Error::InvalidArgument {
+        op,
+        reason: "an operand's layout runs past its storage; this is a bug in the caller",
+    }
 }
 
 /// The reference [`Backend::layer_norm`](crate::backend::Backend::layer_norm).
@@ -110,21 +120,21 @@ fn forward<T: NormFloat>(
     let op = "layer_norm";
     let total = rows.saturating_mul(n);
     let gs = src.storage.read(op)?;
-    let x = elems::<T>(gs.bytes(), &src, total)?;
+    let x = elems::<T>(op, gs.bytes(), &src, total)?;
     let gw = weight.map(|w| w.storage.read(op)).transpose()?;
     let gb = bias.map(|b| b.storage.read(op)).transpose()?;
     let w = match (&gw, &weight) {
-        (Some(g), Some(t)) => Some(elems::<T>(g.bytes(), t, n)?),
+        (Some(g), Some(t)) => Some(elems::<T>(op, g.bytes(), t, n)?),
         _ => None,
     };
     let b = match (&gb, &bias) {
-        (Some(g), Some(t)) => Some(elems::<T>(g.bytes(), t, n)?),
+        (Some(g), Some(t)) => Some(elems::<T>(op, g.bytes(), t, n)?),
         _ => None,
     };
     let mut gd = dst.storage.write(op)?;
-    let y = elems_mut::<T>(gd.bytes_mut(), &dst, total)?;
+    let y = elems_mut::<T>(op, gd.bytes_mut(), &dst, total)?;
     let mut gst = stats.storage.write(op)?;
-    let st = elems_mut::<T>(gst.bytes_mut(), &stats, rows.saturating_mul(2))?;
+    let st = elems_mut::<T>(op, gst.bytes_mut(), &stats, rows.saturating_mul(2))?;
     if n == 0 {
         return Ok(());
     }
@@ -190,16 +200,16 @@ fn backward<T: NormFloat>(
         src.storage.read(op)?,
         stats.storage.read(op)?,
     );
-    let g = elems::<T>(gg.bytes(), &grad, total)?;
-    let x = elems::<T>(gs.bytes(), &src, total)?;
-    let st = elems::<T>(gst.bytes(), &stats, rows.saturating_mul(2))?;
+    let g = elems::<T>(op, gg.bytes(), &grad, total)?;
+    let x = elems::<T>(op, gs.bytes(), &src, total)?;
+    let st = elems::<T>(op, gst.bytes(), &stats, rows.saturating_mul(2))?;
     let gw = weight.map(|w| w.storage.read(op)).transpose()?;
     let w = match (&gw, &weight) {
-        (Some(gw), Some(t)) => Some(elems::<T>(gw.bytes(), t, n)?),
+        (Some(gw), Some(t)) => Some(elems::<T>(op, gw.bytes(), t, n)?),
         _ => None,
     };
     let mut gdx = dx.storage.write(op)?;
-    let d = elems_mut::<T>(gdx.bytes_mut(), &dx, total)?;
+    let d = elems_mut::<T>(op, gdx.bytes_mut(), &dx, total)?;
     let mut sums = Vec::new();
     sums.try_reserve_exact(2 * n)
         .map_err(|_| Error::OutOfMemory {
@@ -227,7 +237,7 @@ fn backward<T: NormFloat>(
         }
     }
     let mut gdwb = dwb.storage.write(op)?;
-    let out = elems_mut::<T>(gdwb.bytes_mut(), &dwb, 2 * n)?;
+    let out = elems_mut::<T>(op, gdwb.bytes_mut(), &dwb, 2 * n)?;
     for (o, s) in out.iter_mut().zip(&sums) {
         *o = T::from_f64(*s);
     }

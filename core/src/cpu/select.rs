@@ -127,12 +127,29 @@ pub mod ops {
     /// `layer_norm` and its backward as fused kernels (without it, layer
     /// norm is composed from the other families: NOTE [Fused families]).
     pub const LAYER_NORM: u128 = 1 << 13;
+    /// `softmax` and `log_softmax`'s backward as one fused kernel (without
+    /// it, the backward is composed: NOTE [Fused families]).
+    ///
+    /// ```
+    /// use kael_core::allocator::GlobalAllocator;
+    /// use kael_core::cpu::{dtypes, ops, CpuBackend};
+    /// use kael_core::{shared::Shared, Device, Tensor};
+    /// // A reference device that composes softmax's gradient from primitives.
+    /// type Composing = CpuBackend<{ dtypes::ALL }, { ops::ALL & !ops::SOFTMAX_BACKWARD }>;
+    /// let be = Composing::with_allocator(Shared::new(GlobalAllocator::new()));
+    /// let dev = Device::from_backend(Shared::new(be));
+    /// let x = Tensor::from_slice(&[1.0f64, 2.0], &[2], &dev)?.requires_grad_(true)?;
+    /// x.softmax(0)?.sum_all()?.backward()?; // Σ softmax = 1: zero gradient
+    /// assert!(x.grad().unwrap().to_vec::<f64>()?.iter().all(|g| g.abs() < 1e-15));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub const SOFTMAX_BACKWARD: u128 = 1 << 14;
 
     pub use crate::ops::binary::bits::*;
     pub use crate::ops::unary::bits::*;
 
     /// Every kernel family and op (the default).
-    pub const ALL: u128 = ((1 << 14) - 1) | UNARY | BINARY;
+    pub const ALL: u128 = ((1 << 15) - 1) | UNARY | BINARY;
     /// What the forward pass of a ReLU MLP needs (`softmax(relu(x @ w + b)
     /// ...)`), plus the copy, cast and fill that tensor creation and views
     /// use. OR in more ops (`| ops::EXP | ops::TANH`) for other activations.

@@ -325,6 +325,58 @@ impl Tensor {
         Ok(out)
     }
 
+    /// Softmax's (`log`: log-softmax's) gradient for `g` through the
+    /// device's fused kernel ([`Backend::softmax_backward`], NOTE [Fused
+    /// families]), `self` being the forward's output `y` along `dim`; `None`
+    /// where the dim is not the last, the dtype is not f32/f64, or the
+    /// device has no such kernel (the caller composes the gradient then).
+    /// Runs without recording: the caller takes this path only when grad
+    /// mode is off (no `create_graph`).
+    ///
+    /// [`Backend::softmax_backward`]: crate::backend::Backend::softmax_backward
+    pub(crate) fn softmax_backward_fused(
+        &self,
+        g: &Tensor,
+        dim: isize,
+        log: bool,
+    ) -> Result<Option<Tensor>> {
+        let op = "softmax_backward";
+        let rank = self.rank();
+        let last = rank == 0 || resolve_one(op, dim, rank)? == rank - 1;
+        let n = self.shape().last().copied().unwrap_or(1);
+        let numel = self.numel();
+        if !last
+            || !matches!(self.dtype(), DType::F32 | DType::F64)
+            || g.dtype() != self.dtype()
+            || g.shape() != self.shape()
+            || numel == 0
+            || n == 0
+        {
+            return Ok(None);
+        }
+        let shape = [numel / n, n];
+        let (y, g) = (self.contiguous()?, g.contiguous()?);
+        let dev = y.device();
+        let dx = Tensor::alloc_for_overwrite(self.shape(), self.dtype(), &dev)?;
+        let rows = Layout::new(&shape, &[n, 1], 0)?;
+        let at = |t: &Tensor| Layout::new(&shape, &[n, 1], t.layout().offset());
+        let (gl, yl) = (at(&g)?, at(&y)?);
+        let (gs, ys, ds) = (g.storage(), y.storage(), dx.storage());
+        let src = |storage, layout| Src {
+            storage,
+            layout,
+            dtype: self.dtype(),
+        };
+        match dev
+            .backend()
+            .softmax_backward(src(&gs, &gl), src(&ys, &yl), log, src(&ds, &rows))
+        {
+            Ok(()) => Ok(Some(dx)),
+            Err(Error::Unsupported { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     // ------------------------------------------------------------- sums
 
     /// Sum over `dims` (negative from the end; empty means every dim).

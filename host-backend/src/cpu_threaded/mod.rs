@@ -332,6 +332,10 @@ impl Backend for ThreadedCpuBackend {
         softmax::softmax(&self.par(), src, dim, log, dst)
     }
 
+    fn softmax_backward(&self, grad: Src<'_>, out: Src<'_>, log: bool, dx: Dst<'_>) -> Result<()> {
+        softmax::softmax_backward(&self.par(), grad, out, log, dx)
+    }
+
     fn layer_norm(
         &self,
         src: Src<'_>,

@@ -465,14 +465,35 @@ impl Rule {
                 let count = mask.sum(&count_dims, true)?;
                 vec![Some(mask.mul(&g.div(&count)?)?)]
             }
+            // One fused kernel where the device has it and nothing records
+            // (NOTE [Fused families]); under create_graph the composition,
+            // so that higher derivatives flow through it.
             Rule::Softmax { dim, out } => {
                 let y = out.unpack(node)?;
-                let gy = g.mul(&y)?;
-                vec![Some(y.mul(&g.sub(&gy.sum(&[*dim], true)?)?)?)]
+                let fused = if crate::autograd::is_grad_enabled() {
+                    None
+                } else {
+                    y.softmax_backward_fused(g, *dim, false)?
+                };
+                match fused {
+                    Some(dx) => vec![Some(dx)],
+                    None => {
+                        let gy = g.mul(&y)?;
+                        vec![Some(y.mul(&g.sub(&gy.sum(&[*dim], true)?)?)?)]
+                    }
+                }
             }
             Rule::LogSoftmax { dim, out } => {
                 let y = out.unpack(node)?;
-                vec![Some(g.sub(&y.exp()?.mul(&g.sum(&[*dim], true)?)?)?)]
+                let fused = if crate::autograd::is_grad_enabled() {
+                    None
+                } else {
+                    y.softmax_backward_fused(g, *dim, true)?
+                };
+                match fused {
+                    Some(dx) => vec![Some(dx)],
+                    None => vec![Some(g.sub(&y.exp()?.mul(&g.sum(&[*dim], true)?)?)?)],
+                }
             }
             Rule::Matmul { a, b } => {
                 // ga = g @ b^T and gb = a^T @ g; each is computed in the
