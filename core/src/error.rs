@@ -207,6 +207,20 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// Quantization parameters that cannot describe int8 values (a zero or
+    /// non-finite scale, a zero point outside int8, per-channel lists that
+    /// do not match the channels), see [`crate::quant`].
+    InvalidQuantization {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong and how to fix it.
+        reason: &'static str,
+        /// The offending value (a scale, a zero point or a length).
+        value: f64,
+        /// The channel it belongs to (0 for per-tensor parameters).
+        channel: usize,
+    },
+
     // === Autograd errors ===
     /// An autograd rule that was violated.
     Autograd {
@@ -305,6 +319,7 @@ impl Error {
             | Error::InternalOverlap { op, .. }
             | Error::BorrowConflict { op, .. }
             | Error::InvalidArgument { op, .. }
+            | Error::InvalidQuantization { op, .. }
             | Error::Autograd { op, .. }
             | Error::UnusedInput { op, .. } => *op = name,
             Error::RankTooLarge { .. }
@@ -469,6 +484,12 @@ impl fmt::Display for Error {
                 "out of memory: {requested} bytes requested, but the allocator's block limit is reached ({max_blocks} live blocks); free tensors or raise the limit (ArenaAllocator::<MAX_BLOCKS>, default 64)"
             ),
             Error::InvalidArgument { op, reason } => write!(f, "{op}: {reason}"),
+            Error::InvalidQuantization {
+                op,
+                reason,
+                value,
+                channel,
+            } => write!(f, "{op}: {reason} (got {value} at channel {channel})"),
             Error::Autograd { op, reason } => write!(f, "{op}: {reason}"),
             Error::UnusedInput { op, index } => write!(
                 f,

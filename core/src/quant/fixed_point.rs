@@ -1,0 +1,279 @@
+//! TFLite's fixed-point requantization: a real multiplier as an `i32`
+//! mantissa and a power-of-two shift, applied with gemmlowp's rounding.
+//!
+//! NOTE [Requantization rounding]
+//! TFLite (and TFLite Micro, and CMSIS-NN) scale an `i32` accumulator by
+//! a real number `m` without floats: `m = mantissa * 2^(shift - 31)` with
+//! the mantissa in `[2^30, 2^31)`, computed once from `m` in `f64`
+//! ([`Multiplier::from_real`], TFLite's `QuantizeMultiplier`). An
+//! accumulator `x` becomes `RoundingDivideByPOT(SaturatingRoundingDoubling
+//! HighMul(x << left, mantissa), right)`: two roundings, which treat ties
+//! differently: the high multiply rounds them up, toward +inf (`-0.5` goes
+//! to 0), the divide rounds them away from zero (`-1.5` goes to -2).
+//! This is TFLite's default build (`TFLITE_SINGLE_ROUNDING` off), the one
+//! its pip wheels and TFLite Micro use; results are bit-identical to it
+//! only if every step here matches, so each function names its TFLite
+//! counterpart and does nothing else.
+
+/// A real multiplier in TFLite's fixed-point form: `mantissa * 2^(shift -
+/// 31)`, mantissa in `[2^30, 2^31)` (or 0 for a zero multiplier).
+///
+/// ```
+/// use kael_core::quant::Multiplier;
+/// let m = Multiplier::from_real(0.25);
+/// assert_eq!((m.mantissa, m.shift), (1 << 30, -1));
+/// assert_eq!(m.apply(400), 100);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Multiplier {
+    /// The mantissa, a Q0.31 fixed-point number.
+    pub mantissa: i32,
+    /// The power of two: positive shifts left before the multiply,
+    /// negative shifts right (rounding) after it.
+    pub shift: i32,
+}
+
+impl Multiplier {
+    /// The multiplier of a non-negative real `m` (TFLite's
+    /// `QuantizeMultiplier`). A negative, NaN or zero `m` gives the zero
+    /// multiplier; callers validate scales before they get here (see
+    /// [`QuantParams`](super::QuantParams)).
+    ///
+    /// ```
+    /// use kael_core::quant::Multiplier;
+    /// assert_eq!(Multiplier::from_real(1.0), Multiplier { mantissa: 1 << 30, shift: 1 });
+    /// assert_eq!(Multiplier::from_real(0.0), Multiplier { mantissa: 0, shift: 0 });
+    /// ```
+    pub fn from_real(m: f64) -> Multiplier {
+        if m.is_nan() || m <= 0.0 || m.is_infinite() {
+            return Multiplier {
+                mantissa: 0,
+                shift: 0,
+            };
+        }
+        let (q, mut shift) = libm::frexp(m);
+        // TfLiteRound is std::round: halves away from zero.
+        let mut fixed = libm::round(q * (1u64 << 31) as f64) as i64;
+        if fixed == 1i64 << 31 {
+            fixed /= 2;
+            shift += 1;
+        }
+        if shift < -31 {
+            shift = 0;
+            fixed = 0;
+        }
+        Multiplier {
+            mantissa: fixed as i32,
+            shift,
+        }
+    }
+
+    /// `x * m`, rounded as TFLite rounds it (its
+    /// `MultiplyByQuantizedMultiplier`, NOTE [Requantization rounding]).
+    ///
+    /// ```
+    /// use kael_core::quant::Multiplier;
+    /// let m = Multiplier::from_real(0.5);
+    /// // The high multiply takes ties up: 1.5 -> 2, -1.5 -> -1.
+    /// assert_eq!((m.apply(3), m.apply(-3)), (2, -1));
+    /// ```
+    #[inline]
+    pub fn apply(self, x: i32) -> i32 {
+        let left = if self.shift > 0 { self.shift } else { 0 };
+        let right = if self.shift > 0 { 0 } else { -self.shift };
+        // TFLite multiplies in int (wrapping in practice); a left shift is
+        // only taken for multipliers above 1, which int8 layers do not use.
+        let shifted = x.wrapping_mul(1i32.wrapping_shl(left as u32));
+        rounding_divide_by_pot(
+            saturating_rounding_doubling_high_mul(shifted, self.mantissa),
+            right,
+        )
+    }
+
+    /// `x * m` for a multiplier below one, whose shift is never positive
+    /// (TFLite's `MultiplyByQuantizedMultiplierSmallerThanOneExp`, used by
+    /// its int8 add).
+    ///
+    /// ```
+    /// use kael_core::quant::Multiplier;
+    /// assert_eq!(Multiplier::from_real(0.25).apply_below_one(-10), -3);
+    /// ```
+    #[inline]
+    pub fn apply_below_one(self, x: i32) -> i32 {
+        rounding_divide_by_pot(
+            saturating_rounding_doubling_high_mul(x, self.mantissa),
+            -self.shift,
+        )
+    }
+}
+
+/// gemmlowp's `SaturatingRoundingDoublingHighMul`: the high 32 bits of
+/// `2 * a * b`, rounded to nearest with ties up, saturating the one overflow
+/// (`i32::MIN * i32::MIN`).
+///
+/// ```
+/// use kael_core::quant::saturating_rounding_doubling_high_mul as mul;
+/// assert_eq!(mul(1 << 30, 1 << 30), 1 << 29);
+/// assert_eq!(mul(i32::MIN, i32::MIN), i32::MAX);
+/// ```
+#[inline]
+pub fn saturating_rounding_doubling_high_mul(a: i32, b: i32) -> i32 {
+    if a == b && a == i32::MIN {
+        return i32::MAX;
+    }
+    let ab = a as i64 * b as i64;
+    let nudge: i64 = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
+    // C's division truncates toward zero, as Rust's does.
+    ((ab + nudge) / (1i64 << 31)) as i32
+}
+
+/// gemmlowp's `RoundingDivideByPOT`: `x / 2^exponent`, rounded to nearest
+/// with ties away from zero. `exponent` is clamped to `0..=31`.
+///
+/// ```
+/// use kael_core::quant::rounding_divide_by_pot as div;
+/// assert_eq!((div(5, 1), div(-5, 1), div(6, 2), div(-6, 2)), (3, -3, 2, -2));
+/// ```
+#[inline]
+pub fn rounding_divide_by_pot(x: i32, exponent: i32) -> i32 {
+    let e = exponent.clamp(0, 31) as u32;
+    let mask = ((1i64 << e) - 1) as i32;
+    let remainder = x & mask;
+    let threshold = (mask >> 1) + i32::from(x < 0);
+    (x >> e) + i32::from(remainder > threshold)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact rational `x * m`, rounded half away from zero: what the
+    /// two-step fixed-point product approximates. For mantissas with few
+    /// significant bits the two roundings cannot differ from one.
+    fn exact(x: i32, m: Multiplier) -> i64 {
+        let num = x as i128 * m.mantissa as i128;
+        let den_log = 31 - m.shift;
+        let den = 1i128 << den_log;
+        let q = num / den;
+        let r = num % den;
+        let adj = if 2 * r.abs() >= den { num.signum() } else { 0 };
+        (q + adj) as i64
+    }
+
+    #[test]
+    fn from_real_matches_hand_derived_mantissas_and_shifts() {
+        // 0.75 = 0.75 * 2^0: mantissa round(0.75 * 2^31).
+        assert_eq!(
+            Multiplier::from_real(0.75),
+            Multiplier {
+                mantissa: 1_610_612_736,
+                shift: 0
+            }
+        );
+        // 3.0 = 0.75 * 2^2.
+        assert_eq!(Multiplier::from_real(3.0).shift, 2);
+        // 1e-3 = 0.512 * 2^-9: round(0.512 * 2^31) = 1099511628.
+        assert_eq!(
+            Multiplier::from_real(1e-3),
+            Multiplier {
+                mantissa: 1_099_511_628,
+                shift: -9
+            }
+        );
+    }
+
+    #[test]
+    fn a_mantissa_that_rounds_up_to_two_to_the_31_moves_into_the_shift() {
+        // 1 - 2^-40 has frexp mantissa 1 - 2^-40, which rounds to 2^31.
+        let m = Multiplier::from_real(1.0 - libm::ldexp(1.0, -40));
+        assert_eq!(
+            m,
+            Multiplier {
+                mantissa: 1 << 30,
+                shift: 1
+            }
+        );
+    }
+
+    #[test]
+    fn multipliers_below_two_to_the_minus_32_become_zero() {
+        assert_eq!(
+            Multiplier::from_real(1e-12),
+            Multiplier {
+                mantissa: 0,
+                shift: 0
+            }
+        );
+        assert_eq!(
+            Multiplier::from_real(-1.0),
+            Multiplier {
+                mantissa: 0,
+                shift: 0
+            }
+        );
+        assert_eq!(
+            Multiplier::from_real(f64::NAN),
+            Multiplier {
+                mantissa: 0,
+                shift: 0
+            }
+        );
+    }
+
+    #[test]
+    fn apply_rounds_ties_up_in_the_multiply_and_away_from_zero_in_the_divide() {
+        // 0.5 has shift 0: only the high multiply rounds, ties up.
+        let half = Multiplier::from_real(0.5);
+        for (x, want) in [
+            (1, 1),
+            (-1, 0),
+            (2, 1),
+            (3, 2),
+            (-3, -1),
+            (0, 0),
+            (i32::MAX, 1 << 30),
+        ] {
+            assert_eq!(half.apply(x), want, "{x} * 0.5");
+        }
+        // 0.125 has shift -2: the multiply halves exactly, the divide by 4
+        // rounds.
+        let eighth = Multiplier::from_real(0.125);
+        assert_eq!(eighth.apply(12), 2); // 1.5 -> 2
+        assert_eq!(eighth.apply(-12), -2); // -1.5 -> -2
+        // 1.375: the multiply gives 5.5 -> 6, the divide 6 / 4 = 1.5 -> 2;
+        // two roundings, as TFLite rounds.
+        assert_eq!(eighth.apply(11), 2);
+    }
+
+    #[test]
+    fn apply_agrees_with_the_exact_product_when_the_high_multiply_is_exact() {
+        // With the mantissa a multiple of 2^16 and x a multiple of 2^15,
+        // x * mantissa is a multiple of 2^31: the high multiply is exact and
+        // the only rounding left is the divide's, so the result is the
+        // exact product rounded once, half away from zero.
+        for &real in &[0.3, 0.0071, 0.9, 0.000_123] {
+            let mut m = Multiplier::from_real(real);
+            m.mantissa &= !0xFFFF;
+            for j in (-65_535..65_536).step_by(7) {
+                let x = j << 15;
+                assert_eq!(m.apply(x) as i64, exact(x, m), "x={x} m={m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn apply_below_one_equals_apply_for_non_positive_shifts() {
+        let m = Multiplier::from_real(0.0123);
+        for x in [-1_000_000, -77, 0, 5, 123_456_789] {
+            assert_eq!(m.apply_below_one(x), m.apply(x));
+        }
+    }
+
+    #[test]
+    fn rounding_divide_by_pot_clamps_its_exponent() {
+        assert_eq!(rounding_divide_by_pot(7, -3), 7);
+        assert_eq!(rounding_divide_by_pot(i32::MIN, 40), -1);
+        assert_eq!(rounding_divide_by_pot(i32::MAX, 31), 1);
+    }
+}
