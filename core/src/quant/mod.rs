@@ -3,7 +3,8 @@
 //! kernels ([`FullyConnected`], [`Conv2d`], [`DepthwiseConv2d`],
 //! [`Pool2d`], [`Add`], [`quantize_into`], [`dequantize_into`]) with
 //! tensor-level layers over them ([`fully_connected`], [`conv2d`],
-//! [`depthwise_conv2d`], [`pool2d`], [`add`]).
+//! [`depthwise_conv2d`], [`pool2d`], [`add`]), and `.tflite` models
+//! ([`Model::parse`], [`Model::run`]).
 //!
 //! NOTE [TFLite int8 scheme]
 //! Weights are symmetric int8 (zero point 0), per output channel or per
@@ -34,9 +35,11 @@
 //! ```
 
 mod fixed_point;
+mod flatbuffer;
 mod kernels;
 mod params;
 mod qtensor;
+mod tflite;
 
 pub use fixed_point::{Multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 pub use kernels::{
@@ -45,3 +48,4 @@ pub use kernels::{
 };
 pub use params::{Activation, Q_MAX, Q_MIN, QuantParams};
 pub use qtensor::{Conv2dOptions, QTensor, add, conv2d, depthwise_conv2d, fully_connected, pool2d};
+pub use tflite::{ElementType, Model, OpKind, Operator, TensorInfo, Value, builtin_name};

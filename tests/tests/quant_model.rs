@@ -1,0 +1,163 @@
+//! `.tflite` models run end to end: kael's parser and int8 interpreter give
+//! TFLite's reference interpreter's outputs bit for bit on the shipped
+//! models (tests/data/tflite/gen.py), and bad files are refused with an
+//! `Err`, never a panic.
+
+use kael_core::Error;
+use kael_core::quant::{Model, OpKind, Value};
+
+const SINE: &[u8] = include_bytes!("../data/tflite/sine.tflite");
+const CONVS: &[u8] = include_bytes!("../data/tflite/convs.tflite");
+const DILATED: &[u8] = include_bytes!("../data/tflite/dilated.tflite");
+const SOFTMAX: &[u8] = include_bytes!("../data/tflite/softmax.tflite");
+const CASES: &str = include_str!("../data/tflite/cases.txt");
+
+/// The float input TFLite was given for run `run` of `model` (its first
+/// QUANTIZE's input) and the float output it produced (its last
+/// DEQUANTIZE's output).
+fn tflite_io(model: &str, run: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut input = None;
+    let mut output = None;
+    let mut op = "";
+    let prefix = format!("case {model}_run{run}_op");
+    for line in CASES.lines() {
+        if line.starts_with("case ") {
+            op = if line.starts_with(&prefix) {
+                line.split(' ').nth(2).unwrap_or("")
+            } else {
+                ""
+            };
+        }
+        let data = || {
+            line.split("data=")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .map(|v| v.parse::<f32>().unwrap())
+                .collect::<Vec<_>>()
+        };
+        if op == "quantize" && line.starts_with("tensor in0 ") && input.is_none() {
+            input = Some(data());
+        }
+        if op == "dequantize" && line.starts_with("tensor out ") {
+            output = Some(data());
+        }
+    }
+    (input.unwrap(), output.unwrap())
+}
+
+fn check_model(bytes: &[u8], name: &str) {
+    let model = Model::parse(bytes).unwrap();
+    for run in 0..2 {
+        let (x, want) = tflite_io(name, run);
+        let out = model.run(&[Value::F32(x)]).unwrap();
+        let Value::F32(got) = &out[0] else {
+            panic!("{name}: output is not float")
+        };
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(got),
+            bits(&want),
+            "{name} run {run}: got {got:?}, TFLite {want:?}"
+        );
+    }
+}
+
+#[test]
+fn the_sine_model_matches_tflite_end_to_end() {
+    check_model(SINE, "sine");
+}
+
+#[test]
+fn the_conv_model_matches_tflite_end_to_end() {
+    check_model(CONVS, "convs");
+}
+
+#[test]
+fn the_dilated_model_matches_tflite_end_to_end() {
+    check_model(DILATED, "dilated");
+}
+
+#[test]
+fn parse_reads_the_operators_and_their_options() {
+    let m = Model::parse(DILATED).unwrap();
+    let kinds: Vec<&str> = m
+        .operators
+        .iter()
+        .map(|o| match o.kind {
+            OpKind::Quantize => "quantize",
+            OpKind::Dequantize => "dequantize",
+            OpKind::Conv2d(..) => "conv2d",
+            OpKind::DepthwiseConv2d(..) => "depthwise",
+            OpKind::Pool2d(..) => "pool",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["quantize", "conv2d", "depthwise", "pool", "dequantize"]
+    );
+    let OpKind::Conv2d(o, _) = m.operators[1].kind else {
+        unreachable!()
+    };
+    assert_eq!((o.stride, o.dilation), ([1, 1], [2, 3]));
+    let OpKind::DepthwiseConv2d(o, _) = m.operators[2].kind else {
+        unreachable!()
+    };
+    assert_eq!(o.stride, [1, 2]);
+}
+
+#[test]
+fn an_unsupported_operator_is_named() {
+    let e = Model::parse(SOFTMAX).unwrap_err();
+    assert!(
+        matches!(e, Error::UnsupportedOperator { code: 25, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("SOFTMAX"), "{e}");
+}
+
+#[test]
+fn a_file_without_the_tflite_identifier_is_refused() {
+    let mut bytes = SINE.to_vec();
+    bytes[4..8].copy_from_slice(b"NOPE");
+    let e = Model::parse(&bytes).unwrap_err();
+    assert!(e.to_string().contains("TFL3"), "{e}");
+}
+
+#[test]
+fn every_truncation_of_a_model_is_refused_without_a_panic() {
+    for n in 0..SINE.len() {
+        assert!(
+            Model::parse(&SINE[..n]).is_err(),
+            "truncated at {n} of {}",
+            SINE.len()
+        );
+    }
+}
+
+#[test]
+fn corrupted_bytes_never_panic_and_runs_stay_checked() {
+    // Every single-byte corruption (three values per byte) either parses
+    // or is refused; what parses then runs or is refused, without a panic.
+    let (x, _) = tflite_io("sine", 0);
+    let mut bytes = SINE.to_vec();
+    for i in 0..bytes.len() {
+        let keep = bytes[i];
+        for v in [0x00, 0xFF, keep ^ 0x40] {
+            bytes[i] = v;
+            if let Ok(m) = Model::parse(&bytes) {
+                let _ = m.run(&[Value::F32(x.clone())]);
+            }
+        }
+        bytes[i] = keep;
+    }
+}
+
+#[test]
+fn run_refuses_an_input_of_the_wrong_length_or_type() {
+    let m = Model::parse(SINE).unwrap();
+    assert!(m.run(&[Value::F32(vec![0.0; 3])]).is_err());
+    assert!(m.run(&[Value::I8(vec![0; 4])]).is_err());
+    assert!(m.run(&[]).is_err());
+}
