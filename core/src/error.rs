@@ -221,6 +221,17 @@ pub enum Error {
         channel: usize,
     },
 
+    /// A `.tflite` model holds an operator kael's int8 interpreter does not
+    /// run (see [`crate::quant::Model`]).
+    UnsupportedOperator {
+        /// The operation.
+        op: &'static str,
+        /// TFLite's builtin operator code.
+        code: i32,
+        /// The operator's position in the graph.
+        index: usize,
+    },
+
     // === Autograd errors ===
     /// An autograd rule that was violated.
     Autograd {
@@ -237,6 +248,50 @@ pub enum Error {
         /// The input's position in `inputs`.
         index: usize,
     },
+}
+
+/// Writes `v` without core's float formatting, which would cost about
+/// 15 KB of flash on a Cortex-M0 for the one variant that carries a float:
+/// `NaN`, `inf`, integers as integers, anything else in scientific
+/// notation with up to six significant digits (`2.5e-3`).
+fn write_real(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {
+    if v.is_nan() {
+        return f.write_str("NaN");
+    }
+    if v.is_sign_negative() && v != 0.0 {
+        f.write_str("-")?;
+    }
+    let a = libm::fabs(v);
+    if a.is_infinite() {
+        return f.write_str("inf");
+    }
+    if a < 1e15 && libm::floor(a) == a {
+        return write!(f, "{}", a as u64);
+    }
+    let (mut m, mut e) = (a, 0i32);
+    while m >= 10.0 {
+        m /= 10.0;
+        e += 1;
+    }
+    while m < 1.0 {
+        m *= 10.0;
+        e -= 1;
+    }
+    let mut digits = libm::round(m * 1e5) as u64;
+    if digits >= 1_000_000 {
+        digits /= 10;
+        e += 1;
+    }
+    let (int, mut frac, mut width) = (digits / 100_000, digits % 100_000, 5usize);
+    while width > 0 && frac % 10 == 0 {
+        frac /= 10;
+        width -= 1;
+    }
+    write!(f, "{int}")?;
+    if width > 0 {
+        write!(f, ".{frac:0width$}")?;
+    }
+    write!(f, "e{e}")
 }
 
 /// The first [`LISTED`] entries of `list`, comma-separated, then how many
@@ -320,6 +375,7 @@ impl Error {
             | Error::BorrowConflict { op, .. }
             | Error::InvalidArgument { op, .. }
             | Error::InvalidQuantization { op, .. }
+            | Error::UnsupportedOperator { op, .. }
             | Error::Autograd { op, .. }
             | Error::UnusedInput { op, .. } => *op = name,
             Error::RankTooLarge { .. }
@@ -489,7 +545,16 @@ impl fmt::Display for Error {
                 reason,
                 value,
                 channel,
-            } => write!(f, "{op}: {reason} (got {value} at channel {channel})"),
+            } => {
+                write!(f, "{op}: {reason} (got ")?;
+                write_real(f, *value)?;
+                write!(f, " at channel {channel})")
+            }
+            Error::UnsupportedOperator { op, code, index } => write!(
+                f,
+                "{op}: operator {index} of the model is TFLite builtin {code} ({}), which kael's int8 interpreter does not run; it runs QUANTIZE, DEQUANTIZE, FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, MAX_POOL_2D, ADD and RESHAPE, so convert the model without it",
+                crate::quant::builtin_name(*code)
+            ),
             Error::Autograd { op, reason } => write!(f, "{op}: {reason}"),
             Error::UnusedInput { op, index } => write!(
                 f,

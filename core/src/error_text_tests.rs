@@ -155,3 +155,24 @@ fn an_op_left_out_of_a_firmware_backend_names_the_bit_to_add() {
         assert!(!msg.contains("not implemented on"), "{msg}");
     }
 }
+
+#[test]
+fn quantization_errors_print_their_value_without_float_formatting() {
+    use crate::quant::QuantParams;
+    let text = |s: f32| QuantParams::per_tensor(s, 0).unwrap_err().to_string();
+    assert!(text(0.0).ends_with("(got 0 at channel 0)"), "{}", text(0.0));
+    assert!(
+        text(-0.25).ends_with("(got -2.5e-1 at channel 0)"),
+        "{}",
+        text(-0.25)
+    );
+    assert!(
+        text(-3.0e-12).ends_with("(got -3e-12 at channel 0)"),
+        "{}",
+        text(-3.0e-12)
+    );
+    assert!(text(f32::NAN).ends_with("(got NaN at channel 0)"));
+    assert!(text(f32::NEG_INFINITY).ends_with("(got -inf at channel 0)"));
+    let z = QuantParams::per_tensor(1.0, 300).unwrap_err().to_string();
+    assert!(z.ends_with("(got 300 at channel 0)"), "{z}");
+}
