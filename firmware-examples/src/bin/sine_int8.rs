@@ -1,0 +1,114 @@
+//! TFLite Micro's hello_world model in int8, from its `.tflite` file.
+//!
+//! `tests/data/tflite/sine.tflite` (1-16-16-1, trained on sin(x), converted
+//! by TFLite with full-integer quantization; `tests/data/tflite/gen.py`) is
+//! `include_bytes!`-ed into flash. `kael_core::quant::Model::parse` reads it
+//! in place (weights stay in flash) and `Model::run` runs it with the
+//! reference int8 kernels, for 16 inputs across [0, 2 pi). The example
+//! exits 0 only if every output equals, bit for bit, what TFLite's own
+//! interpreter (reference kernels) produced for that input
+//! (`tests/data/tflite/sine_io.rs`). No `Device` or `Tensor` is involved,
+//! so none of the float backend is linked.
+//!
+//! For instruction counts, QEMU's command line can ask for `extra=N` more
+//! inferences (`-append "extra=N"`, read through semihosting): everything
+//! else the run does is the same for every N, so scripts/firmware.sh takes
+//! the difference of two runs' instruction counts (N = 0 and 16) and divides
+//! it by 16 for an exact figure per inference.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::vec;
+use cortex_m_rt::entry;
+use cortex_m_semihosting::hprintln;
+use kael_core::Error;
+use kael_core::quant::{Model, Value};
+use kael_firmware_examples::{exit, heap, stack};
+
+mod io {
+    include!("../../../tests/data/tflite/sine_io.rs");
+}
+
+static MODEL: &[u8] = include_bytes!("../../../tests/data/tflite/sine.tflite");
+
+/// How many outputs equal TFLite's.
+fn run() -> Result<usize, Error> {
+    let model = Model::parse(MODEL)?;
+    let mut same = 0;
+    for (&x, &want) in io::INPUT_BITS.iter().zip(io::OUTPUT_BITS.iter()) {
+        let x = f32::from_bits(x);
+        let out = model.run(&[Value::F32(vec![x])])?;
+        match out.first() {
+            Some(Value::F32(y)) if y.len() == 1 && y[0].to_bits() == want => same += 1,
+            _ => hprintln!(
+                "sine_int8: input bits {:#x}: output differs from TFLite's {:#x}",
+                x.to_bits(),
+                want
+            ),
+        }
+    }
+    Ok(same)
+}
+
+/// `N` from `extra=N` on the semihosting command line, or 0.
+fn extra_runs() -> usize {
+    let mut buf = [0u8; 128];
+    let mut args = [buf.as_mut_ptr() as usize, buf.len()];
+    // SAFETY: SYS_GET_CMDLINE writes at most args[1] bytes into buf (which
+    // outlives the call) and the length into args[1]; both are ours.
+    let failed = unsafe {
+        cortex_m_semihosting::syscall1(
+            cortex_m_semihosting::nr::GET_CMDLINE,
+            args.as_mut_ptr() as usize,
+        )
+    } != 0;
+    if failed {
+        return 0;
+    }
+    let line = &buf[..args[1].min(buf.len())];
+    let Some(at) = line.windows(6).position(|w| w == b"extra=") else {
+        return 0;
+    };
+    line[at + 6..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0, |n, &c| n * 10 + (c - b'0') as usize)
+}
+
+#[entry]
+fn main() -> ! {
+    stack::paint();
+    heap::init();
+    let result = run();
+    let extra = extra_runs();
+    if let Ok(model) = Model::parse(MODEL) {
+        for _ in 0..extra {
+            let _ = model.run(&[Value::F32(vec![1.0])]);
+        }
+    }
+    hprintln!(
+        "sine_int8: {} model bytes in flash; heap peak {} B",
+        MODEL.len(),
+        heap::peak()
+    );
+    match result {
+        Ok(n) if n == io::INPUT_BITS.len() => {
+            hprintln!("sine_int8: PASS ({} outputs equal TFLite's bit for bit)", n);
+            exit(true)
+        }
+        Ok(n) => {
+            hprintln!(
+                "sine_int8: FAIL ({} of {} outputs equal TFLite's)",
+                n,
+                io::INPUT_BITS.len()
+            );
+            exit(false)
+        }
+        Err(e) => {
+            hprintln!("sine_int8: FAIL: {}", e);
+            exit(false)
+        }
+    }
+}
