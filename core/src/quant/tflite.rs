@@ -112,6 +112,8 @@ pub struct Operator {
     pub inputs: Vec<Option<usize>>,
     /// Output tensor indices.
     pub outputs: Vec<usize>,
+    /// What parse worked out for it (TFLite's `Prepare`).
+    plan: Plan,
 }
 
 /// A parsed `.tflite` model (its first subgraph).
@@ -356,10 +358,12 @@ impl<'a> Model<'a> {
             if outputs.is_empty() {
                 return Err(bad("an operator has no output"));
             }
+            let plan = plan(&tensors, kind, &inputs, outputs[0])?;
             operators.push(Operator {
                 kind,
                 inputs,
                 outputs,
+                plan,
             });
         }
         Ok(Model {
@@ -384,85 +388,103 @@ fn run_err(reason: &'static str) -> Error {
     Error::InvalidArgument { op: RUN, reason }
 }
 
-struct Env<'m, 'a> {
-    model: &'m Model<'a>,
-    values: Vec<Option<Value>>,
+/// The output stage of a layer: zero point and fused-activation clamp.
+#[derive(Debug, Clone, Copy)]
+struct OutStage {
+    zero_point: i32,
+    min: i32,
+    max: i32,
 }
 
-impl<'a> Env<'_, 'a> {
-    fn info(&self, t: Option<usize>) -> Result<&TensorInfo<'a>> {
-        t.and_then(|t| self.model.tensors.get(t))
-            .ok_or_else(|| run_err("an operator lacks a required input"))
-    }
+/// What [`Model::parse`] works out once per operator, so that
+/// [`Model::run`] only computes (TFLite's `Prepare`): multipliers in `f64`,
+/// biases decoded, clamps, window geometry, and every size checked against
+/// the operator's declared output.
+#[derive(Debug, Clone)]
+enum Plan {
+    Quantize {
+        scale: f32,
+        zero_point: i32,
+    },
+    Dequantize {
+        scale: f32,
+        zero_point: i32,
+    },
+    Reshape,
+    FullyConnected {
+        input_zero_point: i32,
+        in_features: usize,
+        out_features: usize,
+        multipliers: Vec<Multiplier>,
+        bias: Option<Vec<i32>>,
+        out: OutStage,
+    },
+    Conv {
+        depthwise: bool,
+        geometry: Geometry,
+        input_zero_point: i32,
+        multipliers: Vec<Multiplier>,
+        bias: Option<Vec<i32>>,
+        out: OutStage,
+    },
+    Pool(Pool2d),
+    Add(kernels::Add),
+}
 
-    fn params(&self, t: Option<usize>) -> Result<&QuantParams> {
-        self.info(t)?
-            .params
-            .as_ref()
-            .ok_or_else(|| run_err("an int8 tensor has no quantization parameters"))
-    }
+fn info<'t, 'a>(tensors: &'t [TensorInfo<'a>], t: Option<usize>) -> Result<&'t TensorInfo<'a>> {
+    t.and_then(|t| tensors.get(t))
+        .ok_or_else(|| bad("an operator lacks a required input"))
+}
 
-    fn i8s(&self, t: Option<usize>) -> Result<&[i8]> {
-        let info = self.info(t)?;
-        if info.dtype != ElementType::I8 {
-            return Err(run_err(
-                "an operator reads a tensor that is not int8 where int8 is needed",
-            ));
-        }
-        if let Some(d) = info.data {
-            return Ok(bytemuck::cast_slice(d));
-        }
-        match t.and_then(|t| self.values.get(t)) {
-            Some(Some(Value::I8(v))) => Ok(v),
-            _ => Err(run_err(
-                "an operator reads an int8 tensor that no earlier operator wrote",
-            )),
-        }
-    }
+fn params<'t>(t: &'t TensorInfo<'_>) -> Result<&'t QuantParams> {
+    t.params
+        .as_ref()
+        .ok_or_else(|| bad("an int8 tensor has no quantization parameters"))
+}
 
-    fn f32s(&self, t: Option<usize>) -> Result<&[f32]> {
-        match t.and_then(|t| self.values.get(t)) {
-            Some(Some(Value::F32(v))) => Ok(v),
-            _ => Err(run_err(
-                "an operator reads a float tensor that no earlier operator wrote",
-            )),
-        }
-    }
+fn numel(t: &TensorInfo<'_>) -> Result<usize> {
+    t.numel()
+        .ok_or_else(|| bad("a tensor's size overflows usize"))
+}
 
-    fn bias(&self, t: Option<Option<usize>>, channels: usize) -> Result<Option<Vec<i32>>> {
-        let Some(Some(t)) = t else { return Ok(None) };
-        let info = self.info(Some(t))?;
-        let data = info
-            .data
-            .ok_or_else(|| run_err("a bias is not a constant"))?;
-        if info.dtype != ElementType::I32 || data.len() != channels.saturating_mul(4) {
-            return Err(run_err(
-                "a bias must be int32 with one value per output channel",
-            ));
-        }
-        Ok(Some(
-            data.chunks_exact(4)
-                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ))
+fn int8(t: &TensorInfo<'_>) -> Result<()> {
+    if t.dtype != ElementType::I8 {
+        return Err(bad(
+            "an operator reads or writes a tensor that is not int8 where int8 is needed",
+        ));
     }
-
-    fn out_len(&self, t: usize) -> Result<usize> {
-        self.info(Some(t))?
-            .numel()
-            .ok_or_else(|| run_err("a tensor's size overflows usize"))
-    }
+    Ok(())
 }
 
 /// An output's declared size must be what its operator computes from its
-/// (already bounded) inputs before anything is allocated for it.
+/// inputs' declared sizes.
 fn same_len(computed: usize, declared: usize) -> Result<()> {
     if computed != declared {
-        return Err(run_err(
+        return Err(bad(
             "an operator's output tensor is declared with a size its inputs do not give; the file is corrupted",
         ));
     }
     Ok(())
+}
+
+fn bias(
+    tensors: &[TensorInfo<'_>],
+    t: Option<&Option<usize>>,
+    channels: usize,
+) -> Result<Option<Vec<i32>>> {
+    let Some(Some(t)) = t else { return Ok(None) };
+    let b = info(tensors, Some(*t))?;
+    let data = b.data.ok_or_else(|| bad("a bias is not a constant"))?;
+    if b.dtype != ElementType::I32 || data.len() != channels.saturating_mul(4) {
+        return Err(bad(
+            "a bias must be int32 with one value per output channel",
+        ));
+    }
+    Ok(Some(
+        data.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    ))
 }
 
 fn multipliers(input: &QuantParams, filter: &QuantParams, output: &QuantParams) -> Vec<Multiplier> {
@@ -474,6 +496,15 @@ fn multipliers(input: &QuantParams, filter: &QuantParams, output: &QuantParams) 
         .collect()
 }
 
+fn out_stage(act: Activation, out: &QuantParams) -> OutStage {
+    let (min, max) = act.range(out);
+    OutStage {
+        zero_point: out.zero_point(0),
+        min,
+        max,
+    }
+}
+
 fn geometry(
     input: &[usize],
     kernel: [usize; 2],
@@ -482,7 +513,7 @@ fn geometry(
 ) -> Result<Geometry> {
     if input.len() != 4 {
         return Err(Error::RankMismatch {
-            op: RUN,
+            op: PARSE,
             expected: "4 (NHWC) for a window operator's input",
             got: input.len(),
         });
@@ -492,7 +523,7 @@ fn geometry(
         in_channels: input[3],
         out_channels,
         h: Window::new(
-            RUN,
+            PARSE,
             input[1],
             kernel[0],
             o.stride[0],
@@ -500,7 +531,7 @@ fn geometry(
             o.padding,
         )?,
         w: Window::new(
-            RUN,
+            PARSE,
             input[2],
             kernel[1],
             o.stride[1],
@@ -514,7 +545,7 @@ fn check_out(g: &Geometry, out: &TensorInfo<'_>) -> Result<()> {
     let want = [g.batch, g.h.output, g.w.output, g.out_channels];
     if out.shape != want {
         return Err(Error::ShapeMismatch {
-            op: RUN,
+            op: PARSE,
             expected: ErrShape::of(&want),
             got: ErrShape::of(&out.shape),
         });
@@ -522,20 +553,164 @@ fn check_out(g: &Geometry, out: &TensorInfo<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Checks one operator against its tensors and works out its plan.
+fn plan(
+    tensors: &[TensorInfo<'_>],
+    kind: OpKind,
+    inputs: &[Option<usize>],
+    out_t: usize,
+) -> Result<Plan> {
+    let x = info(tensors, inputs.first().copied().flatten())?;
+    let out = info(tensors, Some(out_t))?;
+    let n = numel(out)?;
+    Ok(match kind {
+        OpKind::Quantize => {
+            int8(out)?;
+            if x.dtype != ElementType::F32 {
+                return Err(bad(
+                    "QUANTIZE from a type other than float32 (requantization) is not supported yet",
+                ));
+            }
+            same_len(numel(x)?, n)?;
+            let p = params(out)?;
+            Plan::Quantize {
+                scale: p.scale(0),
+                zero_point: p.zero_point(0),
+            }
+        }
+        OpKind::Dequantize => {
+            int8(x)?;
+            if out.dtype != ElementType::F32 {
+                return Err(bad(
+                    "DEQUANTIZE to a type other than float32 is not supported",
+                ));
+            }
+            same_len(numel(x)?, n)?;
+            let p = params(x)?;
+            Plan::Dequantize {
+                scale: p.scale(0),
+                zero_point: p.zero_point(0),
+            }
+        }
+        OpKind::Reshape => {
+            int8(x)?;
+            int8(out)?;
+            same_len(numel(x)?, n)?;
+            Plan::Reshape
+        }
+        OpKind::FullyConnected(act) => {
+            let w = info(tensors, inputs.get(1).copied().flatten())?;
+            int8(x)?;
+            int8(w)?;
+            int8(out)?;
+            if w.shape.len() != 2 || w.data.is_none() {
+                return Err(bad("a fully-connected weight must be a constant [out, in]"));
+            }
+            let (outs, ins) = (w.shape[0], w.shape[1]);
+            let rows = numel(x)?.checked_div(ins).unwrap_or(0);
+            same_len(rows.saturating_mul(ins), numel(x)?)?;
+            same_len(rows.saturating_mul(outs), n)?;
+            let (px, pw, po) = (params(x)?, params(w)?, params(out)?);
+            if pw.channels() != 1 && pw.channels() != outs {
+                return Err(bad(
+                    "a fully-connected weight's per-channel scales do not match its output channels",
+                ));
+            }
+            Plan::FullyConnected {
+                input_zero_point: px.zero_point(0),
+                in_features: ins,
+                out_features: outs,
+                multipliers: multipliers(px, pw, po),
+                bias: bias(tensors, inputs.get(2), outs)?,
+                out: out_stage(act, po),
+            }
+        }
+        OpKind::Conv2d(o, act) | OpKind::DepthwiseConv2d(o, act) => {
+            let w = info(tensors, inputs.get(1).copied().flatten())?;
+            int8(x)?;
+            int8(w)?;
+            int8(out)?;
+            let fs = &w.shape;
+            if fs.len() != 4 || w.data.is_none() {
+                return Err(bad("a convolution filter must be a constant of rank 4"));
+            }
+            let depthwise = matches!(kind, OpKind::DepthwiseConv2d(..));
+            let out_c = if depthwise { fs[3] } else { fs[0] };
+            let g = geometry(&x.shape, [fs[1], fs[2]], out_c, &o)?;
+            check_out(&g, out)?;
+            let (px, pw, po) = (params(x)?, params(w)?, params(out)?);
+            if pw.channels() != 1 && pw.channels() != out_c {
+                return Err(bad(
+                    "a convolution filter's per-channel scales do not match its output channels",
+                ));
+            }
+            Plan::Conv {
+                depthwise,
+                geometry: g,
+                input_zero_point: px.zero_point(0),
+                multipliers: multipliers(px, pw, po),
+                bias: bias(tensors, inputs.get(2), out_c)?,
+                out: out_stage(act, po),
+            }
+        }
+        OpKind::Pool2d(kind, kernel, o, act) => {
+            int8(x)?;
+            int8(out)?;
+            let g = geometry(&x.shape, kernel, x.shape.get(3).copied().unwrap_or(0), &o)?;
+            check_out(&g, out)?;
+            let (min, max) = act.range(params(out)?);
+            Plan::Pool(Pool2d {
+                geometry: g,
+                kind,
+                min,
+                max,
+            })
+        }
+        OpKind::Add(act) => {
+            let y = info(tensors, inputs.get(1).copied().flatten())?;
+            int8(x)?;
+            int8(y)?;
+            int8(out)?;
+            if x.shape != y.shape {
+                return Err(bad(
+                    "ADD with broadcasting is not supported yet; give both inputs the same shape",
+                ));
+            }
+            same_len(numel(x)?, n)?;
+            Plan::Add(kernels::Add::new(
+                params(x)?,
+                params(y)?,
+                params(out)?,
+                act,
+            )?)
+        }
+    })
+}
+
 impl Model<'_> {
+    fn i8s<'v>(&'v self, values: &'v [Option<Value>], t: Option<usize>) -> Result<&'v [i8]> {
+        let t = t.ok_or_else(|| run_err("an operator lacks a required input"))?;
+        if let Some(d) = self.tensors.get(t).and_then(|i| i.data) {
+            return Ok(bytemuck::cast_slice(d));
+        }
+        match values.get(t) {
+            Some(Some(Value::I8(v))) => Ok(v),
+            _ => Err(run_err(
+                "an operator reads an int8 tensor that no earlier operator wrote",
+            )),
+        }
+    }
+
     /// Runs the graph on `inputs` (one per graph input, in order) and
     /// returns the graph's outputs. Values are TFLite's bit for bit
-    /// (NOTE [TFLite int8 scheme]).
+    /// (NOTE [TFLite int8 scheme]); every size was checked by `parse`.
     pub fn run(&self, inputs: &[Value]) -> Result<Vec<Value>> {
         if inputs.len() != self.inputs.len() {
             return Err(run_err(
                 "give one value per graph input, in the model's order",
             ));
         }
-        let mut env = Env {
-            model: self,
-            values: vec![None; self.tensors.len()],
-        };
+        let mut values: Vec<Option<Value>> = vec![None; self.tensors.len()];
         for (&t, v) in self.inputs.iter().zip(inputs) {
             let (len, ok) = match v {
                 Value::F32(x) => (x.len(), self.tensors[t].dtype == ElementType::F32),
@@ -546,150 +721,112 @@ impl Model<'_> {
                     "an input's type or length differs from the model's input tensor; check model.tensors[model.inputs[i]]",
                 ));
             }
-            env.values[t] = Some(v.clone());
+            values[t] = Some(v.clone());
         }
         for op in &self.operators {
             let out_t = op.outputs[0];
-            let out_info = env.info(Some(out_t))?;
-            let n = env.out_len(out_t)?;
+            let n = self.tensors[out_t].numel().unwrap_or(0);
             let x = op.inputs.first().copied().flatten();
-            let value = match op.kind {
-                OpKind::Quantize => {
-                    let p = env.params(Some(out_t))?;
-                    let src = env.f32s(x)?;
-                    same_len(src.len(), n)?;
+            let w = op.inputs.get(1).copied().flatten();
+            let value = match &op.plan {
+                Plan::Quantize { scale, zero_point } => {
+                    let src = match x.and_then(|x| values.get(x)) {
+                        Some(Some(Value::F32(v))) => v,
+                        _ => {
+                            return Err(run_err(
+                                "QUANTIZE reads a float tensor that no earlier operator wrote",
+                            ));
+                        }
+                    };
                     let mut out = vec![0i8; n];
-                    kernels::quantize_into(src, p.scale(0), p.zero_point(0), &mut out)?;
+                    kernels::quantize_into(src, *scale, *zero_point, &mut out)?;
                     Value::I8(out)
                 }
-                OpKind::Dequantize => {
-                    let p = env.params(x)?;
-                    let src = env.i8s(x)?;
-                    same_len(src.len(), n)?;
+                Plan::Dequantize { scale, zero_point } => {
                     let mut out = vec![0f32; n];
-                    kernels::dequantize_into(src, p.scale(0), p.zero_point(0), &mut out)?;
+                    kernels::dequantize_into(self.i8s(&values, x)?, *scale, *zero_point, &mut out)?;
                     Value::F32(out)
                 }
-                OpKind::Reshape => {
-                    let v = env.i8s(x)?;
-                    if v.len() != n {
-                        return Err(run_err("a reshape changes the number of elements"));
-                    }
-                    Value::I8(v.to_vec())
-                }
-                OpKind::FullyConnected(act) => {
-                    let w = op.inputs.get(1).copied().flatten();
-                    let wi = env.info(w)?;
-                    if wi.shape.len() != 2 {
-                        return Err(run_err("a fully-connected weight must be [out, in]"));
-                    }
-                    let (outs, ins) = (wi.shape[0], wi.shape[1]);
-                    let out_p = env.params(Some(out_t))?;
-                    let m = multipliers(env.params(x)?, env.params(w)?, out_p);
-                    let (min, max) = act.range(out_p);
-                    let bias = env.bias(op.inputs.get(2).copied(), outs)?;
-                    let rows = env.i8s(x)?.len().checked_div(ins).unwrap_or(0);
-                    same_len(rows.saturating_mul(outs), n)?;
-                    let mut out = vec![0i8; n];
+                Plan::Reshape => Value::I8(self.i8s(&values, x)?.to_vec()),
+                Plan::FullyConnected {
+                    input_zero_point,
+                    in_features,
+                    out_features,
+                    multipliers,
+                    bias,
+                    out,
+                } => {
+                    let mut dst = vec![0i8; n];
                     FullyConnected {
-                        input_zero_point: env.params(x)?.zero_point(0),
-                        filter: env.i8s(w)?,
+                        input_zero_point: *input_zero_point,
+                        filter: self.i8s(&values, w)?,
                         bias: bias.as_deref(),
-                        in_features: ins,
-                        out_features: outs,
+                        in_features: *in_features,
+                        out_features: *out_features,
                         requant: Requantize {
-                            multipliers: &m,
-                            zero_point: out_p.zero_point(0),
-                            min,
-                            max,
+                            multipliers,
+                            zero_point: out.zero_point,
+                            min: out.min,
+                            max: out.max,
                         },
                     }
-                    .run(env.i8s(x)?, &mut out)?;
-                    Value::I8(out)
+                    .run(self.i8s(&values, x)?, &mut dst)?;
+                    Value::I8(dst)
                 }
-                OpKind::Conv2d(o, act) | OpKind::DepthwiseConv2d(o, act) => {
-                    let w = op.inputs.get(1).copied().flatten();
-                    let fs = &env.info(w)?.shape;
-                    if fs.len() != 4 {
-                        return Err(run_err("a convolution filter must have rank 4"));
-                    }
-                    let depthwise = matches!(op.kind, OpKind::DepthwiseConv2d(..));
-                    let out_c = if depthwise { fs[3] } else { fs[0] };
-                    let g = geometry(&env.info(x)?.shape, [fs[1], fs[2]], out_c, &o)?;
-                    check_out(&g, out_info)?;
-                    let out_p = env.params(Some(out_t))?;
-                    let m = multipliers(env.params(x)?, env.params(w)?, out_p);
-                    let (min, max) = act.range(out_p);
-                    let bias = env.bias(op.inputs.get(2).copied(), out_c)?;
+                Plan::Conv {
+                    depthwise,
+                    geometry,
+                    input_zero_point,
+                    multipliers,
+                    bias,
+                    out,
+                } => {
                     let requant = Requantize {
-                        multipliers: &m,
-                        zero_point: out_p.zero_point(0),
-                        min,
-                        max,
+                        multipliers,
+                        zero_point: out.zero_point,
+                        min: out.min,
+                        max: out.max,
                     };
-                    let (input_zero_point, filter) = (env.params(x)?.zero_point(0), env.i8s(w)?);
-                    let mut out = vec![0i8; n];
-                    if depthwise {
+                    let (filter, input) = (self.i8s(&values, w)?, self.i8s(&values, x)?);
+                    let mut dst = vec![0i8; n];
+                    if *depthwise {
                         DepthwiseConv2d {
-                            geometry: g,
-                            input_zero_point,
+                            geometry: *geometry,
+                            input_zero_point: *input_zero_point,
                             filter,
                             bias: bias.as_deref(),
                             requant,
                         }
-                        .run(env.i8s(x)?, &mut out)?;
+                        .run(input, &mut dst)?;
                     } else {
                         Conv2d {
-                            geometry: g,
-                            input_zero_point,
+                            geometry: *geometry,
+                            input_zero_point: *input_zero_point,
                             filter,
                             bias: bias.as_deref(),
                             requant,
                         }
-                        .run(env.i8s(x)?, &mut out)?;
+                        .run(input, &mut dst)?;
                     }
-                    Value::I8(out)
+                    Value::I8(dst)
                 }
-                OpKind::Pool2d(kind, kernel, o, act) => {
-                    let shape = &env.info(x)?.shape;
-                    let g = geometry(shape, kernel, shape.get(3).copied().unwrap_or(0), &o)?;
-                    check_out(&g, out_info)?;
-                    let (min, max) = act.range(env.params(Some(out_t))?);
-                    let mut out = vec![0i8; n];
-                    Pool2d {
-                        geometry: g,
-                        kind,
-                        min,
-                        max,
-                    }
-                    .run(env.i8s(x)?, &mut out)?;
-                    Value::I8(out)
+                Plan::Pool(pool) => {
+                    let mut dst = vec![0i8; n];
+                    pool.run(self.i8s(&values, x)?, &mut dst)?;
+                    Value::I8(dst)
                 }
-                OpKind::Add(act) => {
-                    let y = op.inputs.get(1).copied().flatten();
-                    if env.info(x)?.shape != env.info(y)?.shape {
-                        return Err(run_err(
-                            "ADD with broadcasting is not supported yet; give both inputs the same shape",
-                        ));
-                    }
-                    let layer = kernels::Add::new(
-                        env.params(x)?,
-                        env.params(y)?,
-                        env.params(Some(out_t))?,
-                        act,
-                    )?;
-                    same_len(env.i8s(x)?.len(), n)?;
-                    let mut out = vec![0i8; n];
-                    layer.run(env.i8s(x)?, env.i8s(y)?, &mut out)?;
-                    Value::I8(out)
+                Plan::Add(add) => {
+                    let mut dst = vec![0i8; n];
+                    add.run(self.i8s(&values, x)?, self.i8s(&values, w)?, &mut dst)?;
+                    Value::I8(dst)
                 }
             };
-            env.values[out_t] = Some(value);
+            values[out_t] = Some(value);
         }
         self.outputs
             .iter()
             .map(|&t| {
-                env.values
+                values
                     .get(t)
                     .cloned()
                     .flatten()
