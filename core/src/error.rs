@@ -552,7 +552,7 @@ impl fmt::Display for Error {
             }
             Error::UnsupportedOperator { op, code, index } => write!(
                 f,
-                "{op}: operator {index} of the model is TFLite builtin {code} ({}), which kael's int8 interpreter does not run; it runs QUANTIZE, DEQUANTIZE, FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, MAX_POOL_2D, ADD and RESHAPE, so convert the model without it",
+                "{op}: operator {index} of the model is TFLite builtin {code} ({}), which kael's int8 interpreter does not run; it runs QUANTIZE, DEQUANTIZE, FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, MAX_POOL_2D, ADD, RESHAPE and SOFTMAX, so convert the model without it",
                 crate::quant::builtin_name(*code)
             ),
             Error::Autograd { op, reason } => write!(f, "{op}: {reason}"),

@@ -285,6 +285,7 @@ fn slice_kernels_refuse_short_buffers() {
             min: -128,
             max: 127,
         },
+        rounding: quant::Rounding::Once,
     };
     let mut out = [0i8; 1];
     assert!(matches!(

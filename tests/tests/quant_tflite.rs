@@ -244,6 +244,17 @@ fn run(c: &Case, dev: &Device) -> Vec<String> {
             );
             q(quant::pool2d(&x, kind, c.pair("kernel"), &c.options(), c.act()).unwrap())
         }
+        "softmax" => {
+            let x = qtensor(&c.inputs[0], dev);
+            let y = quant::softmax(&x, c.attr("beta").parse().unwrap()).unwrap();
+            assert_eq!(
+                y.params(),
+                &params(out),
+                "{}: TFLite's softmax output quantization",
+                c.name
+            );
+            q(y)
+        }
         "add" => {
             let (a, b) = (qtensor(&c.inputs[0], dev), qtensor(&c.inputs[1], dev));
             q(quant::add(&a, &b, &params(out), c.act()).unwrap())

@@ -14,6 +14,15 @@
 //! its pip wheels and TFLite Micro use; results are bit-identical to it
 //! only if every step here matches, so each function names its TFLite
 //! counterpart and does nothing else.
+//!
+//! One exception, found by the data (tests/data/tflite/gen.py's `rows`
+//! model, thousands of outputs): the TFLite 2.21 interpreter's int8
+//! FULLY_CONNECTED rounds once (`(x * mantissa + half) >> (31 - shift)`,
+//! [`Multiplier::apply_rounding_once`], as ruy and TFLite's
+//! `TFLITE_SINGLE_ROUNDING` build do), while its CONV_2D, DEPTHWISE_CONV_2D
+//! and ADD round twice. The two differ only at exact ties (about one output
+//! in a thousand). TFLite Micro's reference fully-connected kernel rounds
+//! twice, so [`Rounding`](super::Rounding) lets a layer follow either.
 
 /// A real multiplier in TFLite's fixed-point form: `mantissa * 2^(shift -
 /// 31)`, mantissa in `[2^30, 2^31)` (or 0 for a zero multiplier).
@@ -89,6 +98,28 @@ impl Multiplier {
             saturating_rounding_doubling_high_mul(shifted, self.mantissa),
             right,
         )
+    }
+
+    /// `x * m` rounded once, half up: `(x * mantissa + 2^(30 - shift)) >>
+    /// (31 - shift)` in `i64` (TFLite's `MultiplyByQuantizedMultiplier`
+    /// built with `TFLITE_SINGLE_ROUNDING`, and ruy's multiplier, which the
+    /// TFLite interpreter's fully-connected layers go through; NOTE
+    /// [Requantization rounding]).
+    ///
+    /// ```
+    /// use kael_core::quant::Multiplier;
+    /// let m = Multiplier::from_real(0.125);
+    /// // 11 * 0.125 = 1.375: once-rounded 1, where `apply` gives 2.
+    /// assert_eq!((m.apply_rounding_once(11), m.apply(11)), (1, 2));
+    /// ```
+    #[inline]
+    pub fn apply_rounding_once(self, x: i32) -> i32 {
+        let total = 31 - self.shift as i64;
+        if !(1..=62).contains(&total) {
+            return 0;
+        }
+        let round = 1i64 << (total - 1);
+        ((x as i64 * self.mantissa as i64 + round) >> total) as i32
     }
 
     /// `x * m` for a multiplier below one, whose shift is never positive

@@ -88,6 +88,13 @@ impl<'a> Table<'a> {
         }
     }
 
+    pub(crate) fn f32(&self, id: usize, default: f32) -> Result<f32> {
+        match self.field(id)? {
+            Some(p) => Ok(f32::from_le_bytes(bytes::<4>(self.buf, p)?)),
+            None => Ok(default),
+        }
+    }
+
     pub(crate) fn u32(&self, id: usize, default: u32) -> Result<u32> {
         match self.field(id)? {
             Some(p) => u32_at(self.buf, p),

@@ -47,6 +47,12 @@ impl Requantize<'_> {
     /// before any kernel runs).
     #[inline]
     pub fn apply(&self, acc: i32, channel: usize) -> i8 {
+        self.apply_rounding(acc, channel, Rounding::Twice)
+    }
+
+    /// [`apply`](Self::apply) with the given rounding.
+    #[inline]
+    pub fn apply_rounding(&self, acc: i32, channel: usize, rounding: Rounding) -> i8 {
         let i = if self.multipliers.len() == 1 {
             0
         } else {
@@ -56,7 +62,11 @@ impl Requantize<'_> {
             Some(m) => *m,
             None => return self.min.clamp(Q_MIN, Q_MAX) as i8,
         };
-        let v = m.apply(acc).saturating_add(self.zero_point);
+        let scaled = match rounding {
+            Rounding::Twice => m.apply(acc),
+            Rounding::Once => m.apply_rounding_once(acc),
+        };
+        let v = scaled.saturating_add(self.zero_point);
         v.clamp(self.min, self.max).clamp(Q_MIN, Q_MAX) as i8
     }
 
@@ -80,6 +90,19 @@ impl Requantize<'_> {
         }
         Ok(())
     }
+}
+
+/// How an output stage rounds (NOTE [Requantization rounding]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Rounding {
+    /// Two roundings ([`Multiplier::apply`]): TFLite's convolutions and
+    /// add, and every layer in TFLite Micro.
+    #[default]
+    Twice,
+    /// One rounding ([`Multiplier::apply_rounding_once`]): the TFLite
+    /// interpreter's fully-connected layers.
+    Once,
 }
 
 /// How a window covers the input's border (TFLite's two paddings).
@@ -202,7 +225,7 @@ fn prod(dims: &[usize]) -> Option<usize> {
 /// per-channel weights, which are symmetric).
 ///
 /// ```
-/// use kael_core::quant::{FullyConnected, Multiplier, Requantize};
+/// use kael_core::quant::{FullyConnected, Multiplier, Requantize, Rounding};
 /// let m = [Multiplier::from_real(0.5)];
 /// let fc = FullyConnected {
 ///     input_zero_point: 1,
@@ -211,6 +234,7 @@ fn prod(dims: &[usize]) -> Option<usize> {
 ///     in_features: 2,
 ///     out_features: 2,
 ///     requant: Requantize { multipliers: &m, zero_point: 0, min: -128, max: 127 },
+///     rounding: Rounding::Once,
 /// };
 /// let mut out = [0i8; 2];
 /// fc.run(&[3, 5], &mut out)?;
@@ -232,6 +256,9 @@ pub struct FullyConnected<'a> {
     pub out_features: usize,
     /// The output stage.
     pub requant: Requantize<'a>,
+    /// How the output stage rounds: [`Rounding::Once`] as the TFLite
+    /// interpreter, [`Rounding::Twice`] as TFLite Micro.
+    pub rounding: Rounding,
 }
 
 impl FullyConnected<'_> {
@@ -275,7 +302,7 @@ impl FullyConnected<'_> {
                 if let Some(b) = self.bias {
                     acc = acc.wrapping_add(b[o]);
                 }
-                *dst = self.requant.apply(acc, o);
+                *dst = self.requant.apply_rounding(acc, o, self.rounding);
             }
         }
         Ok(())

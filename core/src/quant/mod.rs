@@ -1,9 +1,9 @@
 //! Int8 quantization in TFLite's scheme: [`QuantParams`] and [`QTensor`],
 //! the fixed-point requantization ([`Multiplier`]), and the reference int8
 //! kernels ([`FullyConnected`], [`Conv2d`], [`DepthwiseConv2d`],
-//! [`Pool2d`], [`Add`], [`quantize_into`], [`dequantize_into`]) with
+//! [`Pool2d`], [`Add`], [`Softmax`], [`quantize_into`], [`dequantize_into`]) with
 //! tensor-level layers over them ([`fully_connected`], [`conv2d`],
-//! [`depthwise_conv2d`], [`pool2d`], [`add`]), and `.tflite` models
+//! [`depthwise_conv2d`], [`pool2d`], [`add`], [`softmax`]), and `.tflite` models
 //! ([`Model::parse`], [`Model::run`]).
 //!
 //! NOTE [TFLite int8 scheme]
@@ -39,13 +39,17 @@ mod flatbuffer;
 mod kernels;
 mod params;
 mod qtensor;
+mod softmax;
 mod tflite;
 
 pub use fixed_point::{Multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 pub use kernels::{
     Add, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
-    Window, dequantize_into, quantize_into,
+    Rounding, Window, dequantize_into, quantize_into,
 };
 pub use params::{Activation, Q_MAX, Q_MIN, QuantParams};
-pub use qtensor::{Conv2dOptions, QTensor, add, conv2d, depthwise_conv2d, fully_connected, pool2d};
+pub use qtensor::{
+    Conv2dOptions, QTensor, add, conv2d, depthwise_conv2d, fully_connected, pool2d, softmax,
+};
+pub use softmax::Softmax;
 pub use tflite::{ElementType, Model, OpKind, Operator, TensorInfo, Value, builtin_name};

@@ -4,7 +4,7 @@
 use super::fixed_point::Multiplier;
 use super::kernels::{
     self, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
-    Window,
+    Rounding, Window,
 };
 use super::params::{Activation, QuantParams};
 use crate::dtype::DType;
@@ -349,6 +349,7 @@ pub fn fully_connected(
             min,
             max,
         },
+        rounding: Rounding::Once,
     }
     .run(&x, &mut out)?;
     let mut shape = lead.to_vec();
@@ -583,4 +584,28 @@ pub fn add(a: &QTensor, b: &QTensor, output: &QuantParams, act: Activation) -> R
     let mut out = vec![0i8; x.len()];
     layer.run(&x, &y, &mut out)?;
     finish(OP, out, a.shape(), &a.values, output)
+}
+
+/// int8 softmax over the last dimension (TFLite's int8 `SOFTMAX`): the
+/// output is quantized at scale 1/256 with zero point -128, as TFLite
+/// requires.
+///
+/// ```
+/// use kael_core::quant::{softmax, QTensor, QuantParams};
+/// use kael_core::{Device, Tensor};
+/// let x = QTensor::new(Tensor::from_slice(&[0i8, 0, 0, 0], &[1, 4], &Device::cpu())?, QuantParams::per_tensor(0.5, 0)?)?;
+/// let y = softmax(&x, 1.0)?;
+/// assert_eq!(y.dequantize()?.to_vec::<f32>()?, vec![0.25; 4]);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn softmax(input: &QTensor, beta: f32) -> Result<QTensor> {
+    const OP: &str = "quant::softmax";
+    let out_params = super::Softmax::output_params()?;
+    check_activation_params(OP, input, &out_params)?;
+    let depth = input.shape().last().copied().unwrap_or(1);
+    let layer = super::Softmax::new(beta, &input.params, depth)?;
+    let x = input.values.to_vec::<i8>()?;
+    let mut out = vec![0i8; x.len()];
+    layer.run(&x, &mut out)?;
+    finish(OP, out, input.shape(), &input.values, &out_params)
 }

@@ -6,10 +6,11 @@ use super::fixed_point::Multiplier;
 use super::flatbuffer::Table;
 use super::kernels::{
     self, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
-    Window,
+    Rounding, Window,
 };
 use super::params::{Activation, QuantParams};
 use super::qtensor::Conv2dOptions;
+use super::softmax::Softmax;
 use crate::error::{ErrShape, Error, Result};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -83,7 +84,7 @@ impl TensorInfo<'_> {
 }
 
 /// What an operator does, with its options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OpKind {
     /// float to int8.
     Quantize,
@@ -101,6 +102,8 @@ pub enum OpKind {
     Add(Activation),
     /// Reshape (the values are unchanged).
     Reshape,
+    /// Softmax over the last dimension, with TFLite's `beta`.
+    Softmax(f32),
 }
 
 /// One operator: what it does and which tensors it reads and writes.
@@ -118,11 +121,14 @@ pub struct Operator {
 
 /// A parsed `.tflite` model (its first subgraph).
 ///
-/// ```no_run
+/// ```
 /// use kael_core::quant::{Model, Value};
-/// let bytes: &[u8] = &[]; // include_bytes!("model.tflite")
+/// // TFLite Micro's hello_world model (tests/data/tflite/gen.py).
+/// let bytes: &[u8] = include_bytes!("../../../tests/data/tflite/sine.tflite");
 /// let model = Model::parse(bytes)?;
-/// let out = model.run(&[Value::F32(vec![0.5; 4])])?;
+/// let out = model.run(&[Value::F32(vec![1.5707964])])?;
+/// let Value::F32(y) = &out[0] else { unreachable!() };
+/// assert!((y[0] - 1.0).abs() < 0.1); // sin(pi / 2), to int8 precision
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -313,6 +319,7 @@ impl<'a> Model<'a> {
                 114 => OpKind::Quantize,
                 6 => OpKind::Dequantize,
                 22 => OpKind::Reshape,
+                25 => o(&|t| Ok(OpKind::Softmax(t.f32(0, 0.0)?)))?,
                 9 => o(&|t| Ok(OpKind::FullyConnected(activation(t.u8(0, 0)?)?)))?,
                 0 => o(&|t| Ok(OpKind::Add(activation(t.u8(0, 0)?)?)))?,
                 3 => o(&|t| {
@@ -429,6 +436,7 @@ enum Plan {
     },
     Pool(Pool2d),
     Add(kernels::Add),
+    Softmax(Softmax),
 }
 
 fn info<'t, 'a>(tensors: &'t [TensorInfo<'a>], t: Option<usize>) -> Result<&'t TensorInfo<'a>> {
@@ -666,6 +674,21 @@ fn plan(
                 max,
             })
         }
+        OpKind::Softmax(beta) => {
+            int8(x)?;
+            int8(out)?;
+            same_len(numel(x)?, n)?;
+            if params(out)? != &Softmax::output_params()? {
+                return Err(bad(
+                    "an int8 SOFTMAX output must be quantized at scale 1/256 with zero point -128, as TFLite requires",
+                ));
+            }
+            Plan::Softmax(Softmax::new(
+                beta,
+                params(x)?,
+                x.shape.last().copied().unwrap_or(1),
+            )?)
+        }
         OpKind::Add(act) => {
             let y = info(tensors, inputs.get(1).copied().flatten())?;
             int8(x)?;
@@ -769,6 +792,7 @@ impl Model<'_> {
                             min: out.min,
                             max: out.max,
                         },
+                        rounding: Rounding::Once,
                     }
                     .run(self.i8s(&values, x)?, &mut dst)?;
                     Value::I8(dst)
@@ -813,6 +837,11 @@ impl Model<'_> {
                 Plan::Pool(pool) => {
                     let mut dst = vec![0i8; n];
                     pool.run(self.i8s(&values, x)?, &mut dst)?;
+                    Value::I8(dst)
+                }
+                Plan::Softmax(sm) => {
+                    let mut dst = vec![0i8; n];
+                    sm.run(self.i8s(&values, x)?, &mut dst)?;
                     Value::I8(dst)
                 }
                 Plan::Add(add) => {
