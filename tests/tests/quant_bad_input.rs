@@ -309,3 +309,39 @@ fn slice_kernels_refuse_short_buffers() {
     ));
     assert_eq!(out2, [0, 0], "a refused layer writes nothing");
 }
+
+#[test]
+fn empty_layers_are_refused_not_divided_by_zero() {
+    let m = [quant::Multiplier::from_real(0.5)];
+    let requant = quant::Requantize {
+        multipliers: &m,
+        zero_point: 0,
+        min: -128,
+        max: 127,
+    };
+    let fc = quant::FullyConnected {
+        input_zero_point: 0,
+        filter: &[],
+        bias: None,
+        in_features: 2,
+        out_features: 0,
+        requant,
+        rounding: quant::Rounding::Once,
+    };
+    assert!(fc.run(&[1, 2], &mut []).is_err());
+    let one = quant::Window::new("test", 1, 1, 1, 1, Padding::Valid).unwrap();
+    let conv = quant::Conv2d {
+        geometry: quant::Geometry {
+            batch: 1,
+            in_channels: 0,
+            out_channels: 1,
+            h: one,
+            w: one,
+        },
+        input_zero_point: 0,
+        filter: &[1],
+        bias: None,
+        requant,
+    };
+    assert!(conv.run(&[], &mut [0]).is_err());
+}

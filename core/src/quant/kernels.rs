@@ -275,10 +275,10 @@ impl FullyConnected<'_> {
         if let Some(b) = self.bias {
             length(OP, Some(self.out_features), b.len())?;
         }
-        if self.in_features == 0 {
+        if self.in_features == 0 || self.out_features == 0 {
             return Err(Error::InvalidArgument {
                 op: OP,
-                reason: "a fully-connected layer needs at least one input feature",
+                reason: "a fully-connected layer needs at least one input and one output feature",
             });
         }
         let batches = input.len() / self.in_features;
@@ -381,7 +381,10 @@ impl Conv2d<'_> {
             Some(t) if t > 0 && self.filter.len() % t == 0 => self.filter.len() / t,
             _ => 0,
         };
-        if depth == 0 || g.in_channels % depth != 0 || g.out_channels % (g.in_channels / depth) != 0
+        if depth == 0
+            || g.in_channels == 0
+            || g.in_channels % depth != 0
+            || g.out_channels % (g.in_channels / depth) != 0
         {
             return Err(Error::InvalidArgument {
                 op: OP,
