@@ -345,3 +345,23 @@ fn empty_layers_are_refused_not_divided_by_zero() {
     };
     assert!(conv.run(&[], &mut [0]).is_err());
 }
+
+#[test]
+fn a_pooling_window_far_larger_than_its_input_only_visits_the_input() {
+    // SAME padding with a billion-tap window: every output averages the
+    // whole 4x1 input (the loops are clipped to the input, as TFLite's are).
+    let x = q(&[1, 2, 3, 6], &[1, 4, 1, 1], 1.0, 0);
+    let o = Conv2dOptions {
+        padding: Padding::Same,
+        ..Conv2dOptions::default()
+    };
+    let y = quant::pool2d(
+        &x,
+        PoolKind::Average,
+        [1_000_000_000, 1],
+        &o,
+        Activation::None,
+    )
+    .unwrap();
+    assert_eq!(y.values().to_vec::<i8>().unwrap(), vec![3, 3, 3, 3]);
+}

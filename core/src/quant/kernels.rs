@@ -199,6 +199,19 @@ impl Window {
         let p = (out * self.stride + tap * self.dilation).checked_sub(self.pad)?;
         (p < self.input).then_some(p)
     }
+
+    /// The taps of window `out` that fall inside the input, for a window
+    /// without dilation (TFLite's pooling clips its loops the same way, so
+    /// a window far larger than the input costs no more than the input).
+    #[inline]
+    fn inside(&self, out: usize) -> core::ops::Range<usize> {
+        let origin = out * self.stride;
+        let start = self.pad.saturating_sub(origin);
+        let end = (self.input + self.pad)
+            .saturating_sub(origin)
+            .min(self.taps);
+        start..end.max(start)
+    }
 }
 
 fn length(op: &'static str, want: Option<usize>, got: usize) -> Result<()> {
@@ -579,10 +592,10 @@ impl Pool2d {
                     for c in 0..g.in_channels {
                         let (mut acc, mut count) = (0i32, 0i32);
                         let mut best = Q_MIN;
-                        for fy in 0..g.h.taps {
-                            let Some(iy) = g.h.at(oy, fy) else { continue };
-                            for fx in 0..g.w.taps {
-                                let Some(ix) = g.w.at(ox, fx) else { continue };
+                        for fy in g.h.inside(oy) {
+                            let iy = oy * g.h.stride + fy - g.h.pad;
+                            for fx in g.w.inside(ox) {
+                                let ix = ox * g.w.stride + fx - g.w.pad;
                                 let x = input
                                     [((b * g.h.input + iy) * g.w.input + ix) * g.in_channels + c]
                                     as i32;
