@@ -2,7 +2,9 @@
 //! the fixed-point requantization ([`Multiplier`]), and the reference int8
 //! kernels ([`FullyConnected`], [`Conv2d`], [`DepthwiseConv2d`],
 //! [`Pool2d`], [`Add`], [`Softmax`], [`quantize_into`], [`dequantize_into`]) with
-//! tensor-level layers over them ([`fully_connected`], [`conv2d`],
+//! post-training quantization ([`QuantizedMlp::calibrate`],
+//! [`RangeObserver`], [`quantize_weights`]), tensor-level layers
+//! ([`fully_connected`], [`conv2d`],
 //! [`depthwise_conv2d`], [`pool2d`], [`add`], [`softmax`]), and `.tflite` models
 //! ([`Model::parse`], [`Model::run`]).
 //!
@@ -34,6 +36,7 @@
 //! # Ok::<(), kael_core::Error>(())
 //! ```
 
+mod calibrate;
 mod fixed_point;
 mod flatbuffer;
 mod kernels;
@@ -42,6 +45,9 @@ mod qtensor;
 mod softmax;
 mod tflite;
 
+pub use calibrate::{
+    QuantizedLinear, QuantizedMlp, RangeObserver, quantize_bias, quantize_weights,
+};
 pub use fixed_point::{Multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 pub use kernels::{
     Add, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
