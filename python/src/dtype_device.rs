@@ -21,20 +21,10 @@ pub struct PyDType {
     pub d: DType,
 }
 
-/// The Python name of a dtype (`"float32"`), as PyTorch and numpy spell it.
+/// The Python name of a dtype (`"float32"`), as PyTorch and numpy spell it
+/// (kael-core's [`DType::name`]).
 pub fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "float32",
-        DType::F64 => "float64",
-        DType::F16 => "float16",
-        DType::BF16 => "bfloat16",
-        DType::I64 => "int64",
-        DType::I32 => "int32",
-        DType::I16 => "int16",
-        DType::I8 => "int8",
-        DType::U8 => "uint8",
-        DType::Bool => "bool",
-    }
+    d.name()
 }
 
 /// A dtype from its Python name or alias (`"float"`, `"long"`, …).

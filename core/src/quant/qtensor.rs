@@ -197,7 +197,7 @@ fn channel_of(i: usize, stride: usize, channels: usize) -> usize {
 /// The per-output-channel multipliers of a layer (TFLite's
 /// `PopulateConvolutionQuantizationParams`: `input_scale * filter_scale /
 /// output_scale` in `f64`).
-fn layer_multipliers(
+pub(super) fn layer_multipliers(
     input: &QuantParams,
     filter: &QuantParams,
     output: &QuantParams,
@@ -391,14 +391,31 @@ fn geometry(
     out_channels: usize,
     o: &Conv2dOptions,
 ) -> Result<Geometry> {
-    rank(op, input, 4, "4 for the NHWC input")?;
-    let s = input.shape();
+    nhwc_geometry(op, input.shape(), kernel, out_channels, o)
+}
+
+/// The geometry of a window layer over an NHWC input of `shape` (shared
+/// by the tensor-level layers and the `.tflite` interpreter).
+pub(super) fn nhwc_geometry(
+    op: &'static str,
+    shape: &[usize],
+    kernel: [usize; 2],
+    out_channels: usize,
+    o: &Conv2dOptions,
+) -> Result<Geometry> {
+    let &[batch, h, w, in_channels] = shape else {
+        return Err(Error::RankMismatch {
+            op,
+            expected: "4 for the NHWC input",
+            got: shape.len(),
+        });
+    };
     Ok(Geometry {
-        batch: s[0],
-        in_channels: s[3],
+        batch,
+        in_channels,
         out_channels,
-        h: Window::new(op, s[1], kernel[0], o.stride[0], o.dilation[0], o.padding)?,
-        w: Window::new(op, s[2], kernel[1], o.stride[1], o.dilation[1], o.padding)?,
+        h: Window::new(op, h, kernel[0], o.stride[0], o.dilation[0], o.padding)?,
+        w: Window::new(op, w, kernel[1], o.stride[1], o.dilation[1], o.padding)?,
     })
 }
 
@@ -437,27 +454,7 @@ pub fn conv2d(
             got: ErrShape::of(&[fs[3]]),
         });
     }
-    let bias = bias_values(OP, bias, g.out_channels)?;
-    let multipliers = layer_multipliers(&input.params, &filter.params, output);
-    let (min, max) = act.range(output);
-    let x = input.values.to_vec::<i8>()?;
-    let w = filter.values.to_vec::<i8>()?;
-    let shape = [g.batch, g.h.output, g.w.output, g.out_channels];
-    let mut out = vec![0i8; shape.iter().product()];
-    Conv2d {
-        geometry: g,
-        input_zero_point: input.params.zero_point(0),
-        filter: &w,
-        bias: bias.as_deref(),
-        requant: Requantize {
-            multipliers: &multipliers,
-            zero_point: output.zero_point(0),
-            min,
-            max,
-        },
-    }
-    .run(&x, &mut out)?;
-    finish(OP, out, &shape, &input.values, output)
+    convolve(OP, false, g, input, filter, bias, output, act)
 }
 
 /// int8 depthwise convolution over an NHWC `input` with a `[1, kh, kw,
@@ -495,27 +492,56 @@ pub fn depthwise_conv2d(
         });
     }
     let g = geometry(OP, input, [fs[1], fs[2]], fs[3], options)?;
-    let bias = bias_values(OP, bias, g.out_channels)?;
+    convolve(OP, true, g, input, filter, bias, output, act)
+}
+
+/// The part of [`conv2d`] and [`depthwise_conv2d`] after their filter
+/// checks: biases, multipliers, the kernel run, the output.
+#[allow(clippy::too_many_arguments)]
+fn convolve(
+    op: &'static str,
+    depthwise: bool,
+    g: Geometry,
+    input: &QTensor,
+    filter: &QTensor,
+    bias: Option<&Tensor>,
+    output: &QuantParams,
+    act: Activation,
+) -> Result<QTensor> {
+    let bias = bias_values(op, bias, g.out_channels)?;
     let multipliers = layer_multipliers(&input.params, &filter.params, output);
     let (min, max) = act.range(output);
     let x = input.values.to_vec::<i8>()?;
     let w = filter.values.to_vec::<i8>()?;
     let shape = [g.batch, g.h.output, g.w.output, g.out_channels];
     let mut out = vec![0i8; shape.iter().product()];
-    DepthwiseConv2d {
-        geometry: g,
-        input_zero_point: input.params.zero_point(0),
-        filter: &w,
-        bias: bias.as_deref(),
-        requant: Requantize {
-            multipliers: &multipliers,
-            zero_point: output.zero_point(0),
-            min,
-            max,
-        },
+    let requant = Requantize {
+        multipliers: &multipliers,
+        zero_point: output.zero_point(0),
+        min,
+        max,
+    };
+    let (input_zero_point, bias) = (input.params.zero_point(0), bias.as_deref());
+    if depthwise {
+        DepthwiseConv2d {
+            geometry: g,
+            input_zero_point,
+            filter: &w,
+            bias,
+            requant,
+        }
+        .run(&x, &mut out)?;
+    } else {
+        Conv2d {
+            geometry: g,
+            input_zero_point,
+            filter: &w,
+            bias,
+            requant,
+        }
+        .run(&x, &mut out)?;
     }
-    .run(&x, &mut out)?;
-    finish(OP, out, &shape, &input.values, output)
+    finish(op, out, &shape, &input.values, output)
 }
 
 /// int8 2-d pooling over an NHWC `input`; the output keeps the input's

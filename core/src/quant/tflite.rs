@@ -6,10 +6,10 @@ use super::fixed_point::Multiplier;
 use super::flatbuffer::Table;
 use super::kernels::{
     self, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
-    Rounding, Window,
+    Rounding,
 };
 use super::params::{Activation, QuantParams};
-use super::qtensor::Conv2dOptions;
+use super::qtensor::{Conv2dOptions, layer_multipliers, nhwc_geometry};
 use super::softmax::Softmax;
 use crate::error::{ErrShape, Error, Result};
 use alloc::vec;
@@ -495,15 +495,6 @@ fn bias(
     ))
 }
 
-fn multipliers(input: &QuantParams, filter: &QuantParams, output: &QuantParams) -> Vec<Multiplier> {
-    let (si, so) = (input.scale(0) as f64, output.scale(0) as f64);
-    filter
-        .scales()
-        .iter()
-        .map(|&sf| Multiplier::from_real(si * sf as f64 / so))
-        .collect()
-}
-
 fn out_stage(act: Activation, out: &QuantParams) -> OutStage {
     let (min, max) = act.range(out);
     OutStage {
@@ -511,42 +502,6 @@ fn out_stage(act: Activation, out: &QuantParams) -> OutStage {
         min,
         max,
     }
-}
-
-fn geometry(
-    input: &[usize],
-    kernel: [usize; 2],
-    out_channels: usize,
-    o: &Conv2dOptions,
-) -> Result<Geometry> {
-    if input.len() != 4 {
-        return Err(Error::RankMismatch {
-            op: PARSE,
-            expected: "4 (NHWC) for a window operator's input",
-            got: input.len(),
-        });
-    }
-    Ok(Geometry {
-        batch: input[0],
-        in_channels: input[3],
-        out_channels,
-        h: Window::new(
-            PARSE,
-            input[1],
-            kernel[0],
-            o.stride[0],
-            o.dilation[0],
-            o.padding,
-        )?,
-        w: Window::new(
-            PARSE,
-            input[2],
-            kernel[1],
-            o.stride[1],
-            o.dilation[1],
-            o.padding,
-        )?,
-    })
 }
 
 fn check_out(g: &Geometry, out: &TensorInfo<'_>) -> Result<()> {
@@ -628,7 +583,7 @@ fn plan(
                 input_zero_point: px.zero_point(0),
                 in_features: ins,
                 out_features: outs,
-                multipliers: multipliers(px, pw, po),
+                multipliers: layer_multipliers(px, pw, po),
                 bias: bias(tensors, inputs.get(2), outs)?,
                 out: out_stage(act, po),
             }
@@ -644,7 +599,7 @@ fn plan(
             }
             let depthwise = matches!(kind, OpKind::DepthwiseConv2d(..));
             let out_c = if depthwise { fs[3] } else { fs[0] };
-            let g = geometry(&x.shape, [fs[1], fs[2]], out_c, &o)?;
+            let g = nhwc_geometry(PARSE, &x.shape, [fs[1], fs[2]], out_c, &o)?;
             check_out(&g, out)?;
             let (px, pw, po) = (params(x)?, params(w)?, params(out)?);
             if pw.channels() != 1 && pw.channels() != out_c {
@@ -656,7 +611,7 @@ fn plan(
                 depthwise,
                 geometry: g,
                 input_zero_point: px.zero_point(0),
-                multipliers: multipliers(px, pw, po),
+                multipliers: layer_multipliers(px, pw, po),
                 bias: bias(tensors, inputs.get(2), out_c)?,
                 out: out_stage(act, po),
             }
@@ -664,7 +619,13 @@ fn plan(
         OpKind::Pool2d(kind, kernel, o, act) => {
             int8(x)?;
             int8(out)?;
-            let g = geometry(&x.shape, kernel, x.shape.get(3).copied().unwrap_or(0), &o)?;
+            let g = nhwc_geometry(
+                PARSE,
+                &x.shape,
+                kernel,
+                x.shape.get(3).copied().unwrap_or(0),
+                &o,
+            )?;
             check_out(&g, out)?;
             let (min, max) = act.range(params(out)?);
             Plan::Pool(Pool2d {
