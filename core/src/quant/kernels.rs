@@ -12,6 +12,7 @@
 //! on (a layer whose products overflow `i32` is outside TFLite's scheme;
 //! wrapping keeps it from panicking).
 
+use super::dot::dot;
 use super::fixed_point::Multiplier;
 use super::params::{Q_MAX, Q_MIN};
 use crate::error::ErrShape;
@@ -308,10 +309,7 @@ impl FullyConnected<'_> {
                 .zip(out_row.iter_mut())
                 .enumerate()
             {
-                let mut acc = 0i32;
-                for (&x, &w) in row.iter().zip(w_row) {
-                    acc = acc.wrapping_add((x as i32 + offset).wrapping_mul(w as i32));
-                }
+                let mut acc = dot(row, w_row, offset);
                 if let Some(b) = self.bias {
                     acc = acc.wrapping_add(b[o]);
                 }
@@ -423,12 +421,11 @@ impl Conv2d<'_> {
                                 let x0 = ((b * g.h.input + iy) * g.w.input + ix) * g.in_channels
                                     + group * depth;
                                 let f0 = ((oc * g.h.taps + fy) * g.w.taps + fx) * depth;
-                                let xs = &input[x0..x0 + depth];
-                                let fs = &self.filter[f0..f0 + depth];
-                                for (&x, &f) in xs.iter().zip(fs) {
-                                    acc = acc
-                                        .wrapping_add((x as i32 + offset).wrapping_mul(f as i32));
-                                }
+                                acc = acc.wrapping_add(dot(
+                                    &input[x0..x0 + depth],
+                                    &self.filter[f0..f0 + depth],
+                                    offset,
+                                ));
                             }
                         }
                         if let Some(bias) = self.bias {

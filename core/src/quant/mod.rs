@@ -37,6 +37,7 @@
 //! ```
 
 mod calibrate;
+mod dot;
 mod fixed_point;
 mod flatbuffer;
 mod kernels;
@@ -48,6 +49,7 @@ mod tflite;
 pub use calibrate::{
     QuantizedLinear, QuantizedMlp, RangeObserver, quantize_bias, quantize_weights,
 };
+pub use dot::dot;
 pub use fixed_point::{Multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 pub use kernels::{
     Add, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
