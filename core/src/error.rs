@@ -231,6 +231,16 @@ pub enum Error {
         /// The operator's position in the graph.
         index: usize,
     },
+    /// A model operator whose kernel was not among those the model was
+    /// parsed with (`quant::Model::parse_with`).
+    OperatorNotRegistered {
+        /// The operation.
+        op: &'static str,
+        /// TFLite's builtin operator code.
+        code: i32,
+        /// The operator's position in the graph.
+        index: usize,
+    },
 
     // === Autograd errors ===
     /// An autograd rule that was violated.
@@ -350,38 +360,63 @@ fn write_selection_bit(f: &mut fmt::Formatter<'_>, op: &str) -> fmt::Result {
     }
 }
 
+/// Matches every variant of [`Error`] by the operation it names: `$op`
+/// is bound to the `op` field (by reference, as the scrutinee is) for the
+/// variants that have one, and the others take the second arm. One list,
+/// so a new variant is added in one place.
+macro_rules! by_operation {
+    ($e:expr, $op:ident => $named:expr, _ => $unnamed:expr) => {
+        match $e {
+            Error::DimOutOfRange { op: $op, .. }
+            | Error::RankMismatch { op: $op, .. }
+            | Error::BroadcastMismatch { op: $op, .. }
+            | Error::ShapeMismatch { op: $op, .. }
+            | Error::ElementCountMismatch { op: $op, .. }
+            | Error::ViewNotPossible { op: $op, .. }
+            | Error::IndexOutOfRange { op: $op, .. }
+            | Error::OutOfBounds { op: $op, .. }
+            | Error::DTypeMismatch { op: $op, .. }
+            | Error::ElementTypeMismatch { op: $op, .. }
+            | Error::StateDictKeys { op: $op, .. }
+            | Error::UnsupportedDType { op: $op, .. }
+            | Error::DeviceMismatch { op: $op, .. }
+            | Error::Unsupported { op: $op, .. }
+            | Error::InternalOverlap { op: $op, .. }
+            | Error::BorrowConflict { op: $op, .. }
+            | Error::InvalidArgument { op: $op, .. }
+            | Error::InvalidQuantization { op: $op, .. }
+            | Error::UnsupportedOperator { op: $op, .. }
+            | Error::OperatorNotRegistered { op: $op, .. }
+            | Error::Autograd { op: $op, .. }
+            | Error::UnusedInput { op: $op, .. } => $named,
+            Error::RankTooLarge { .. }
+            | Error::OutOfMemory { .. }
+            | Error::AllocatorBlockLimit { .. } => $unnamed,
+        }
+    };
+}
+
 impl Error {
+    /// The public operation that failed, for errors that name one (all but
+    /// the allocator's and the rank limit's). Firmware that cannot afford
+    /// `Display` (it links `core::fmt`) can still report this.
+    ///
+    /// ```
+    /// use kael_core::{Device, Tensor};
+    /// let t = Tensor::zeros(&[2], kael_core::DType::F32, &Device::cpu())?;
+    /// assert_eq!(t.narrow(3, 0, 1).unwrap_err().op(), Some("narrow"));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn op(&self) -> Option<&'static str> {
+        by_operation!(self, op => Some(*op), _ => None)
+    }
+
     /// The same error reported as coming from `op`: a public method that
     /// runs another (`add_` through the `add` kernel) names itself, since
     /// that is what the user called. Errors without an operation (out of
     /// memory, the allocator's block limit) are returned as they are.
     pub(crate) fn renamed(mut self, name: &'static str) -> Self {
-        match &mut self {
-            Error::DimOutOfRange { op, .. }
-            | Error::RankMismatch { op, .. }
-            | Error::BroadcastMismatch { op, .. }
-            | Error::ShapeMismatch { op, .. }
-            | Error::ElementCountMismatch { op, .. }
-            | Error::ViewNotPossible { op, .. }
-            | Error::IndexOutOfRange { op, .. }
-            | Error::OutOfBounds { op, .. }
-            | Error::DTypeMismatch { op, .. }
-            | Error::ElementTypeMismatch { op, .. }
-            | Error::StateDictKeys { op, .. }
-            | Error::UnsupportedDType { op, .. }
-            | Error::DeviceMismatch { op, .. }
-            | Error::Unsupported { op, .. }
-            | Error::InternalOverlap { op, .. }
-            | Error::BorrowConflict { op, .. }
-            | Error::InvalidArgument { op, .. }
-            | Error::InvalidQuantization { op, .. }
-            | Error::UnsupportedOperator { op, .. }
-            | Error::Autograd { op, .. }
-            | Error::UnusedInput { op, .. } => *op = name,
-            Error::RankTooLarge { .. }
-            | Error::OutOfMemory { .. }
-            | Error::AllocatorBlockLimit { .. } => {}
-        }
+        by_operation!(&mut self, op => *op = name, _ => {});
         self
     }
 }
@@ -555,6 +590,13 @@ impl fmt::Display for Error {
                 "{op}: operator {index} of the model is TFLite builtin {code} ({}), which kael's int8 interpreter does not run; it runs QUANTIZE, DEQUANTIZE, FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, MAX_POOL_2D, ADD, RESHAPE and SOFTMAX, so convert the model without it",
                 crate::quant::builtin_name(*code)
             ),
+            Error::OperatorNotRegistered { op, code, index } => {
+                let name = crate::quant::builtin_name(*code);
+                write!(
+                    f,
+                    "{op}: operator {index} of the model is TFLite builtin {code} ({name}), whose kernel is not in the list the model was parsed with; add OpKernel::{name} to the kernels passed to Model::parse_with (or use Model::parse, which registers them all)"
+                )
+            }
             Error::Autograd { op, reason } => write!(f, "{op}: {reason}"),
             Error::UnusedInput { op, index } => write!(
                 f,

@@ -19,6 +19,7 @@ use kael_core::{DType, Device, Error, Layout, Storage, Tensor};
 
 pub mod heap;
 pub mod infer;
+pub mod say;
 pub mod stack;
 
 /// Ends the program: QEMU exits with status 0 when `ok` and the stack kept
@@ -28,12 +29,20 @@ pub fn exit(ok: bool) -> ! {
     let overflow = stack::overflowed();
     #[cfg(not(feature = "defmt"))]
     {
-        cortex_m_semihosting::hprintln!("stack peak {} B of {} B", peak, size);
+        use say::Part::{Int, Text};
+        say::line(&[
+            Text("stack peak "),
+            Int(peak),
+            Text(" B of "),
+            Int(size),
+            Text(" B"),
+        ]);
         if overflow {
-            cortex_m_semihosting::hprintln!(
-                "FAIL: the stack came within {} B of the heap; give it more RAM (a smaller heap in heap.rs)",
-                stack::GUARD
-            );
+            say::line(&[
+                Text("FAIL: the stack came within "),
+                Int(stack::GUARD),
+                Text(" B of the heap; give it more RAM (a smaller heap in heap.rs)"),
+            ]);
         }
     }
     #[cfg(feature = "defmt")]
@@ -60,7 +69,22 @@ pub fn exit(ok: bool) -> ! {
 #[cfg(not(feature = "defmt"))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    cortex_m_semihosting::hprintln!("PANIC: {}", info);
+    // Through `say`, not `{}`: formatting the message would link
+    // core::fmt into every example. A message with arguments is not
+    // printed; its location is.
+    use say::Part::{Int, Text};
+    let message = info.message().as_str().unwrap_or("(a formatted message)");
+    match info.location() {
+        Some(at) => say::line(&[
+            Text("PANIC at "),
+            Text(at.file()),
+            Text(":"),
+            Int(at.line() as usize),
+            Text(": "),
+            Text(message),
+        ]),
+        None => say::line(&[Text("PANIC: "), Text(message)]),
+    }
     exit(false)
 }
 

@@ -171,10 +171,10 @@ pub(crate) fn dot_packed<L: Lanes>(x: &[i8], w: &[i8], offset: i32) -> i32 {
     let n = x.len().min(w.len());
     let (x, w) = (&x[..n], &w[..n]);
     let quads = n / 4;
-    let (xq, wq) = (
-        &x.as_chunks::<4>().0[..quads],
-        &w.as_chunks::<4>().0[..quads],
-    );
+    let xq: &[[i8; 4]] = bytemuck::try_cast_slice(&x[..quads * 4]).unwrap_or(&[]);
+    let wq: &[[i8; 4]] = bytemuck::try_cast_slice(&w[..quads * 4]).unwrap_or(&[]);
+    let quads = xq.len().min(wq.len());
+    let (xq, wq) = (&xq[..quads], &wq[..quads]);
     let mut acc = 0i32;
     for k in 0..quads {
         let (a, b) = (xq[k], wq[k]);

@@ -60,4 +60,4 @@ pub use qtensor::{
     Conv2dOptions, QTensor, add, conv2d, depthwise_conv2d, fully_connected, pool2d, softmax,
 };
 pub use softmax::Softmax;
-pub use tflite::{ElementType, Model, OpKind, Operator, TensorInfo, Value, builtin_name};
+pub use tflite::{ElementType, Model, OpKernel, OpKind, Operator, TensorInfo, Value, builtin_name};
