@@ -43,6 +43,21 @@ pub struct Multiplier {
     pub shift: i32,
 }
 
+/// A positive finite `f32` as `(m, e)` with `v = m * 2^e`, `m < 2^24`
+/// (subnormals included); `None` for zero, negatives, infinities and NaN.
+fn unpack(v: f32) -> Option<(u64, i32)> {
+    if !(v > 0.0 && v.is_finite()) {
+        return None;
+    }
+    let bits = v.to_bits();
+    let (exp, frac) = ((bits >> 23) & 0xff, u64::from(bits & 0x7f_ffff));
+    Some(if exp == 0 {
+        (frac, -149)
+    } else {
+        (frac | 1 << 23, exp as i32 - 150)
+    })
+}
+
 impl Multiplier {
     /// The multiplier of a non-negative real `m` (TFLite's
     /// `QuantizeMultiplier`). A negative, NaN or zero `m` gives the zero
@@ -71,6 +86,92 @@ impl Multiplier {
         if shift < -31 {
             shift = 0;
             fixed = 0;
+        }
+        Multiplier {
+            mantissa: fixed as i32,
+            shift,
+        }
+    }
+
+    /// The multiplier of a layer, `input_scale * filter_scale /
+    /// output_scale`, exactly as [`Multiplier::from_real`] computes it from
+    /// that ratio in `f64` (TFLite's `GetQuantizedConvolutionMultipler`:
+    /// the product is exact in `f64`, the quotient rounds to nearest even),
+    /// but in integer arithmetic: Cortex-M cores have no double-precision
+    /// unit, and the soft-float routines cost about 3 KB of flash (NOTE
+    /// [Exact multiplier without f64]). A scale that is not a positive
+    /// finite number gives the zero multiplier.
+    ///
+    /// ```
+    /// use kael_core::quant::Multiplier;
+    /// let (i, f, o) = (0.0235f32, 0.0041f32, 0.0517f32);
+    /// assert_eq!(
+    ///     Multiplier::from_scales(i, f, o),
+    ///     Multiplier::from_real(i as f64 * f as f64 / o as f64)
+    /// );
+    /// ```
+    pub fn from_scales(input: f32, filter: f32, output: f32) -> Multiplier {
+        // NOTE [Exact multiplier without f64]
+        // Each scale is m * 2^e with an integer m < 2^24. The f64 product
+        // of two of them is exact (48 bits), so the f64 ratio is
+        // P / D * 2^E rounded to 53 bits, P = m_i * m_f, D = m_o. Long
+        // division gives 55 quotient bits and a sticky bit for the rest;
+        // rounding those to 53 bits (ties to even) is the f64 quotient, and
+        // rounding that to 31 bits (halves away from zero, as TfLiteRound)
+        // is the mantissa. Checked against from_real over a million random
+        // scale triples, subnormals and ties included (tests below).
+        let zero = Multiplier {
+            mantissa: 0,
+            shift: 0,
+        };
+        let (Some((mi, ei)), Some((mf, ef)), Some((mo, eo))) =
+            (unpack(input), unpack(filter), unpack(output))
+        else {
+            return zero;
+        };
+        let (p, d) = (mi * mf, mo);
+        // Restoring division: q = floor(p / d), r = p mod d.
+        let (mut q, mut r) = (0u64, 0u64);
+        for bit in (0..48).rev() {
+            r = (r << 1) | ((p >> bit) & 1);
+            q <<= 1;
+            if r >= d {
+                r -= d;
+                q |= 1;
+            }
+        }
+        // More quotient bits until q holds 55 of them.
+        let mut fraction_bits = 0i32;
+        while q < 1 << 54 {
+            r <<= 1;
+            q <<= 1;
+            if r >= d {
+                r -= d;
+                q |= 1;
+            }
+            fraction_bits += 1;
+        }
+        // To 53 bits, ties to even.
+        let sticky = (q & 1) | u64::from(r != 0);
+        let round = (q >> 1) & 1;
+        let mut m53 = q >> 2;
+        let mut exp = ei + ef - eo - fraction_bits + 2; // ratio = m53 * 2^exp
+        if round == 1 && (sticky == 1 || m53 & 1 == 1) {
+            m53 += 1;
+            if m53 == 1 << 53 {
+                m53 >>= 1;
+                exp += 1;
+            }
+        }
+        // frexp: ratio = (m53 / 2^53) * 2^shift; then round(q * 2^31).
+        let mut shift = exp + 53;
+        let mut fixed = (m53 + (1 << 21)) >> 22;
+        if fixed == 1 << 31 {
+            fixed /= 2;
+            shift += 1;
+        }
+        if shift < -31 {
+            return zero;
         }
         Multiplier {
             mantissa: fixed as i32,
@@ -190,6 +291,69 @@ mod tests {
         let r = num % den;
         let adj = if 2 * r.abs() >= den { num.signum() } else { 0 };
         (q + adj) as i64
+    }
+
+    /// `from_scales` against `from_real` on the f64 ratio (the host's
+    /// IEEE double arithmetic is the reference).
+    fn check_scales(i: f32, f: f32, o: f32) {
+        assert_eq!(
+            Multiplier::from_scales(i, f, o),
+            Multiplier::from_real(i as f64 * f as f64 / o as f64),
+            "scales {i:e} ({:#x}) {f:e} ({:#x}) {o:e} ({:#x})",
+            i.to_bits(),
+            f.to_bits(),
+            o.to_bits()
+        );
+    }
+
+    #[test]
+    fn from_scales_equals_from_real_on_random_scales() {
+        let mut s = 0x2545_f491u32;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            s
+        };
+        let n = if cfg!(miri) { 200 } else { 1_000_000 };
+        for k in 0..n {
+            // Any positive finite bits; every 8th triple in the usual scale
+            // range (1e-6..1), where the mantissa bits matter most.
+            let mut scale = || {
+                let bits = next() & 0x7fff_ffff;
+                let v = f32::from_bits(if k % 8 == 0 {
+                    0x3000_0000 | (bits & 0x0fff_ffff)
+                } else {
+                    bits
+                });
+                if v.is_finite() && v > 0.0 { v } else { 1.0e-3 }
+            };
+            check_scales(scale(), scale(), scale());
+        }
+    }
+
+    #[test]
+    fn from_scales_equals_from_real_at_ties_and_edges() {
+        // (1 + 2^-23) * 511 has 32 significant bits: a tie at 31 bits,
+        // which rounds away from zero.
+        let one_ulp = f32::from_bits(0x3f80_0001);
+        check_scales(one_ulp, 511.0, 1.0);
+        check_scales(one_ulp, 511.0, 2.0);
+        check_scales(one_ulp, 1023.0, 3.0);
+        // A mantissa that rounds up to 2^31 (TFLite halves it).
+        check_scales(f32::from_bits(0x3f7f_ffff), 1.0, 1.0);
+        check_scales(1.0, 1.0, 1.0);
+        check_scales(0.5, 0.25, 3.0);
+        // Subnormal scales, and ratios below 2^-31 (the zero multiplier).
+        check_scales(f32::from_bits(1), 1.0, 1.0);
+        check_scales(f32::from_bits(0x007f_ffff), 3.0e-5, 7.0);
+        check_scales(1.0e-20, 1.0e-20, 1.0);
+        check_scales(3.0e38, 3.0e38, f32::from_bits(1));
+        // Not positive finite: the zero multiplier, as from_real.
+        for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            assert_eq!(Multiplier::from_scales(bad, 1.0, 1.0).mantissa, 0);
+            assert_eq!(Multiplier::from_scales(1.0, 1.0, bad).mantissa, 0);
+        }
     }
 
     #[test]

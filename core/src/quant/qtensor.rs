@@ -202,11 +202,11 @@ pub(super) fn layer_multipliers(
     filter: &QuantParams,
     output: &QuantParams,
 ) -> Vec<Multiplier> {
-    let (si, so) = (input.scale(0) as f64, output.scale(0) as f64);
+    let (si, so) = (input.scale(0), output.scale(0));
     filter
         .scales()
         .iter()
-        .map(|&sf| Multiplier::from_real(si * sf as f64 / so))
+        .map(|&sf| Multiplier::from_scales(si, sf, so))
         .collect()
 }
 
