@@ -781,7 +781,7 @@ mod tests {
                 s & 0x7f7f_ffff
             };
             let scale = f32::from_bits(bits);
-            let zero_point = (k % 256) as i32 - 128;
+            let zero_point = k % 256 - 128;
             dequantize_into(&q, scale, zero_point, &mut out).unwrap();
             for (&v, &got) in q.iter().zip(&out) {
                 let want = (scale as f64 * (v as i32 - zero_point) as f64) as f32;
