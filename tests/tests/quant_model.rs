@@ -4,13 +4,18 @@
 //! `Err`, never a panic.
 
 use kael_core::Error;
-use kael_core::quant::{Model, OpKind, Value};
+use kael_core::quant::{Model, OpKernel, OpKind, Value};
 
 const SINE: &[u8] = include_bytes!("../data/tflite/sine.tflite");
 const CONVS: &[u8] = include_bytes!("../data/tflite/convs.tflite");
 const DILATED: &[u8] = include_bytes!("../data/tflite/dilated.tflite");
+const SPEECH: &[u8] = include_bytes!("../data/tflite/speech.tflite");
 const UNSUPPORTED: &[u8] = include_bytes!("../data/tflite/unsupported.tflite");
 const CASES: &str = include_str!("../data/tflite/cases.txt");
+
+mod speech_io {
+    include!("../data/tflite/speech_io.rs");
+}
 
 /// The float input TFLite was given for run `run` of `model` (its first
 /// QUANTIZE's input) and the float output it produced (its last
@@ -76,6 +81,67 @@ fn the_conv_model_matches_tflite_end_to_end() {
 #[test]
 fn the_dilated_model_matches_tflite_end_to_end() {
     check_model(DILATED, "dilated");
+}
+
+#[test]
+fn the_speech_model_matches_tflite_end_to_end_with_int8_input_and_output() {
+    // micro_speech-sized: int8 in and out, as TFLite Micro deploys it.
+    let model = Model::parse(SPEECH).unwrap();
+    for (x, want) in speech_io::INPUTS.iter().zip(&speech_io::OUTPUTS) {
+        let out = model.run(&[Value::I8(x.to_vec())]).unwrap();
+        assert_eq!(out, vec![Value::I8(want.to_vec())]);
+    }
+}
+
+#[test]
+fn a_model_parsed_with_only_its_kernels_runs_as_with_all_of_them() {
+    let kernels = [
+        OpKernel::DEPTHWISE_CONV_2D,
+        OpKernel::RESHAPE,
+        OpKernel::FULLY_CONNECTED,
+        OpKernel::SOFTMAX,
+    ];
+    let (some, all) = (
+        Model::parse_with(SPEECH, &kernels).unwrap(),
+        Model::parse(SPEECH).unwrap(),
+    );
+    let x = Value::I8(speech_io::INPUTS[2].to_vec());
+    assert_eq!(
+        some.run(core::slice::from_ref(&x)).unwrap(),
+        all.run(&[x]).unwrap()
+    );
+}
+
+#[test]
+fn an_operator_whose_kernel_was_not_registered_is_named_with_the_fix() {
+    let kernels = [
+        OpKernel::DEPTHWISE_CONV_2D,
+        OpKernel::RESHAPE,
+        OpKernel::SOFTMAX,
+    ];
+    let e = Model::parse_with(SPEECH, &kernels).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::OperatorNotRegistered {
+                code: 9,
+                index: 2,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("FULLY_CONNECTED") && text.contains("OpKernel::FULLY_CONNECTED"),
+        "{text}"
+    );
+    // An operator kael has no kernel for stays UnsupportedOperator.
+    let e = Model::parse_with(UNSUPPORTED, OpKernel::ALL).unwrap_err();
+    assert!(
+        matches!(e, Error::UnsupportedOperator { code: 14, .. }),
+        "{e:?}"
+    );
 }
 
 #[test]

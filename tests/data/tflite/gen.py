@@ -102,16 +102,67 @@ def rows():
     return tf.keras.Model(x, y), lambda n: RNG.normal(0, 3, (n, 64, 32))
 
 
+def spectrograms(n, label=None, noise=0.3):
+    """Synthetic 49 x 40 "spectrograms" of four keywords: each keyword is
+    energy in its own band of frequency bins sweeping over time, plus noise."""
+    labels = RNG.integers(0, 4, n) if label is None else np.full(n, label)
+    t = np.arange(49)[:, None]
+    f = np.arange(40)[None, :]
+    xs = []
+    for k in labels:
+        centre = 6 + 9 * k + (t - 24) * (0.15 if k % 2 else -0.15)
+        band = np.exp(-((f - centre) ** 2) / 8.0)
+        xs.append(band + RNG.normal(0, noise, (49, 40)))
+    return np.asarray(xs, np.float32)[..., None], labels
+
+
+def speech():
+    """A keyword-spotting model the size of TFLite Micro's micro_speech
+    (its "tiny_conv"): a 49 x 40 spectrogram, a 10 x 8 depthwise conv with
+    8 filters at stride 2 and ReLU (25 x 20 x 8), flatten, 4 classes,
+    softmax; int8 input and output as in TFLite Micro. Trained briefly on
+    synthetic keywords so that its outputs mean something."""
+    x = tf.keras.Input((49, 40, 1), batch_size=1)
+    h = tf.keras.layers.DepthwiseConv2D((10, 8), strides=2, depth_multiplier=8, padding="same", activation="relu")(x)
+    y = tf.keras.layers.Softmax()(tf.keras.layers.Dense(4)(tf.keras.layers.Flatten()(h)))
+    model = tf.keras.Model(x, y)
+    xs, labels = spectrograms(2000)
+    # Batch 1 is the deployed shape; a batch-32 twin trains, the weights
+    # are copied over.
+    xt = tf.keras.Input((49, 40, 1))
+    ht = tf.keras.layers.DepthwiseConv2D((10, 8), strides=2, depth_multiplier=8, padding="same", activation="relu")(xt)
+    twin = tf.keras.Model(xt, tf.keras.layers.Softmax()(tf.keras.layers.Dense(4)(tf.keras.layers.Flatten()(ht))))
+    twin.compile(optimizer=tf.keras.optimizers.Adam(0.003), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    twin.fit(xs, labels, epochs=4, batch_size=32, verbose=0)
+    model.set_weights(twin.get_weights())
+    return model, lambda n: spectrograms(n * 1)[0].reshape(n, 1, 49, 40, 1)
+
+
 MODELS = {"sine": sine, "convs": convs, "dilated": dilated, "rows": rows}
+# Models with int8 input and output (no QUANTIZE/DEQUANTIZE), as TFLite
+# Micro deploys them.
+INT8_IO = {"speech": speech}
 
 
-def convert(model, sample):
+def convert(model, sample, int8_io=False):
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     data = sample(64).astype(np.float32)
     conv.representative_dataset = lambda: ([d] for d in data)
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    if int8_io:
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
     return conv.convert()
+
+
+def quantized_input(interp, x):
+    """`x` as the interpreter's input type (quantized for int8 input)."""
+    d = interp.get_input_details()[0]
+    if d["dtype"] == np.int8:
+        scale, zp = d["quantization"]
+        return np.clip(np.round(x / scale) + zp, -128, 127).astype(np.int8)
+    return x
 
 
 def options(op, code):
@@ -167,8 +218,8 @@ def tensor_line(role, detail, value):
     return f"tensor {role} {dtype} shape={shape} scale={scales} zp={zps} dim={q['quantized_dimension']} data={data}"
 
 
-def cases(name, model, sample):
-    blob = convert(model, sample)
+def cases(name, model, sample, int8_io=False):
+    blob = convert(model, sample, int8_io)
     with open(os.path.join(HERE, f"{name}.tflite"), "wb") as f:
         f.write(blob)
     fb = schema.Model.GetRootAsModel(blob, 0)
@@ -182,7 +233,7 @@ def cases(name, model, sample):
     details = {d["index"]: d for d in interp.get_tensor_details()}
     out = []
     for run, x in enumerate(sample(2).astype(np.float32)):
-        interp.set_tensor(interp.get_input_details()[0]["index"], x)
+        interp.set_tensor(interp.get_input_details()[0]["index"], quantized_input(interp, x))
         interp.invoke()
         for i in range(graph.OperatorsLength()):
             op = graph.Operators(i)
@@ -236,13 +287,50 @@ def write_firmware_io():
         f.write(f"pub const OUTPUT_BITS: [u32; {len(ys)}] = [{', '.join(hex(int(np.float32(y).view(np.uint32))) for y in ys)}];\n")
 
 
+def write_speech_io():
+    """speech_io.rs: four int8 spectrograms and TFLite's int8 outputs for
+    them, for the speech_int8 firmware example."""
+    with open(os.path.join(HERE, "speech.tflite"), "rb") as f:
+        blob = f.read()
+    interp = tf.lite.Interpreter(
+        model_content=blob, experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF
+    )
+    interp.allocate_tensors()
+    ins, outs = [], []
+    for k in range(4):
+        # Blends of keywords k and k + 1, so that the softmax outputs are
+        # not all saturated (clear keywords give 127 and -128 only).
+        blend = 0.6 * spectrograms(1, label=k)[0] + 0.4 * spectrograms(1, label=(k + 1) % 4)[0]
+        x = quantized_input(interp, blend)
+        interp.set_tensor(interp.get_input_details()[0]["index"], x)
+        interp.invoke()
+        ins.append(x.reshape(-1))
+        outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).reshape(-1))
+    right = sum(int(np.argmax(o)) == k for k, o in enumerate(outs))
+    with open(os.path.join(HERE, "speech_io.rs"), "w") as f:
+        f.write(f"// generated by gen.py with tensorflow {tf.__version__} (reference kernels); do not edit\n")
+        f.write(f"// synthetic spectrograms, 0.6 of keyword k and 0.4 of keyword k + 1 (TFLite's argmax is k for {right} of 4)\n")
+        f.write(f"pub const INPUTS: [[i8; {ins[0].size}]; 4] = [\n")
+        for x in ins:
+            f.write("    [" + ", ".join(str(int(v)) for v in x) + "],\n")
+        f.write("];\n")
+        f.write(f"pub const OUTPUTS: [[i8; {outs[0].size}]; 4] = [\n")
+        for y in outs:
+            f.write("    [" + ", ".join(str(int(v)) for v in y) + "],\n")
+        f.write("];\n")
+
+
 def main():
     tf.keras.utils.set_random_seed(7)
     records = []
     for name, build in MODELS.items():
         model, sample = build()
         records += cases(name, model, sample)
+    for name, build in INT8_IO.items():
+        model, sample = build()
+        records += cases(name, model, sample, int8_io=True)
     write_firmware_io()
+    write_speech_io()
     model, sample = unsupported()
     with open(os.path.join(HERE, "unsupported.tflite"), "wb") as f:
         f.write(convert(model, sample))

@@ -425,10 +425,11 @@ impl Model<'_> {
             let out_t = op.outputs[0];
             let value = (op.invoke)(
                 &op.plan,
-                &Values {
+                &mut Values {
                     model: self,
-                    values: &values,
+                    values: &mut values,
                     inputs: &op.inputs,
+                    last_reads: &op.last_reads,
                     len: self.tensors[out_t].numel().unwrap_or(0),
                 },
             )?;

@@ -66,13 +66,30 @@ impl<'a> Site<'_, 'a> {
 /// tensors) and the values computed so far.
 pub(super) struct Values<'v, 'a> {
     pub(super) model: &'v Model<'a>,
-    pub(super) values: &'v [Option<Value>],
+    pub(super) values: &'v mut [Option<Value>],
     pub(super) inputs: &'v [Option<usize>],
+    /// The tensors this operator reads last (it may take their values).
+    pub(super) last_reads: &'v [usize],
     /// Elements of the operator's output.
     pub(super) len: usize,
 }
 
 impl Values<'_, '_> {
+    /// Input `k`'s int8 values, moved out when this operator is their
+    /// last reader (no copy), copied otherwise.
+    fn take_i8s(&mut self, k: usize) -> Result<Vec<i8>> {
+        if let Some(t) = self.inputs.get(k).copied().flatten() {
+            if self.last_reads.contains(&t) {
+                if let Some(slot) = self.values.get_mut(t) {
+                    if let Some(Value::I8(v)) = slot.take() {
+                        return Ok(v);
+                    }
+                }
+            }
+        }
+        Ok(self.i8s(k)?.to_vec())
+    }
+
     fn i8s(&self, k: usize) -> Result<&[i8]> {
         let t = self
             .inputs
@@ -95,7 +112,7 @@ impl Values<'_, '_> {
 /// A kernel's prepare step: the operator's kind and plan.
 type Prepare = for<'s, 'a> fn(&Site<'s, 'a>) -> Result<(OpKind, Plan)>;
 /// A kernel's run step: the operator's output.
-pub(super) type Invoke = for<'v, 'a> fn(&Plan, &Values<'v, 'a>) -> Result<Value>;
+pub(super) type Invoke = for<'v, 'a> fn(&Plan, &mut Values<'v, 'a>) -> Result<Value>;
 
 /// An operator kernel to parse a model with (NOTE [Kernel registration]):
 /// TFLite's builtin code, and how to prepare and run it.
@@ -376,7 +393,7 @@ fn prepare_quantize(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::Quantize, Plan::Quantize { scale, zero_point }))
 }
 
-fn invoke_quantize(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_quantize(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Quantize { scale, zero_point } = plan else {
         return Err(wrong_plan());
     };
@@ -412,7 +429,7 @@ fn prepare_dequantize(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::Dequantize, Plan::Dequantize { scale, zero_point }))
 }
 
-fn invoke_dequantize(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_dequantize(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Dequantize { scale, zero_point } = plan else {
         return Err(wrong_plan());
     };
@@ -429,8 +446,8 @@ fn prepare_reshape(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::Reshape, Plan::Reshape))
 }
 
-fn invoke_reshape(_: &Plan, v: &Values<'_, '_>) -> Result<Value> {
-    Ok(Value::I8(v.i8s(0)?.to_vec()))
+fn invoke_reshape(_: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
+    Ok(Value::I8(v.take_i8s(0)?))
 }
 
 fn prepare_fully_connected(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
@@ -463,7 +480,7 @@ fn prepare_fully_connected(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::FullyConnected(act), plan))
 }
 
-fn invoke_fully_connected(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_fully_connected(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::FullyConnected {
         input_zero_point,
         in_features,
@@ -538,7 +555,7 @@ fn prepare_depthwise_conv_2d(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::DepthwiseConv2d(o, act), plan))
 }
 
-fn invoke_conv_2d(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_conv_2d(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Conv {
         geometry,
         input_zero_point,
@@ -561,7 +578,7 @@ fn invoke_conv_2d(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
     Ok(Value::I8(dst))
 }
 
-fn invoke_depthwise_conv_2d(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_depthwise_conv_2d(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Conv {
         geometry,
         input_zero_point,
@@ -617,7 +634,7 @@ fn prepare_max_pool_2d(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     prepare_pool_2d(s, PoolKind::Max)
 }
 
-fn invoke_pool_2d(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_pool_2d(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Pool(pool) = plan else {
         return Err(wrong_plan());
     };
@@ -645,7 +662,7 @@ fn prepare_softmax(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::Softmax(beta), plan))
 }
 
-fn invoke_softmax(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_softmax(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Softmax(sm) = plan else {
         return Err(wrong_plan());
     };
@@ -675,7 +692,7 @@ fn prepare_add(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::Add(act), plan))
 }
 
-fn invoke_add(plan: &Plan, v: &Values<'_, '_>) -> Result<Value> {
+fn invoke_add(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Add(add) = plan else {
         return Err(wrong_plan());
     };
