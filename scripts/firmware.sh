@@ -10,9 +10,9 @@
 # Debian's qemu-system-arm (without recommends; needs root).
 #
 # Builds (release: opt-level "z", fat LTO, one codegen unit), one per mode:
-#   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_infer_small mlp_train arena sine_int8   (mps2-an386, Cortex-M4F)
+#   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8   (mps2-an386, Cortex-M4F)
 #   thumbv7em-none-eabihf, sync (Arc)  mlp_infer arena
-#   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer_small mlp_train sine_int8   (microbit, Cortex-M0)
+#   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer_small mlp_train sine_int8 speech_int8   (microbit, Cortex-M0)
 #
 # mlp_infer (Device::cpu(): every kernel of every dtype) no longer fits the
 # micro:bit's 256 KiB of flash (it was 254 KiB when it last ran there, and
@@ -110,9 +110,9 @@ build() {
     echo "built $* ($((SECONDS - t0))s)"
 }
 
-build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8
+build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8
 build "M4F sync" thumbv7em-none-eabihf target/sync z "--features sync" mlp_infer arena
-build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8
+build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8
 build "M4F defmt" thumbv7em-none-eabihf target/defmt z "--features defmt" defmt_infer
 if [[ "${KAEL_FIRMWARE_OPT_S:-}" == 1 ]]; then
     build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_infer_small mlp_train arena
@@ -141,29 +141,32 @@ done
 # ---------------------------------------------------- instruction counts
 
 # Exact guest instruction counts from a QEMU TCG plugin (tools/insn_count.c,
-# built here with gcc): sine_int8 runs with `extra=0` and `extra=16`
+# built here with gcc): each int8 example runs with `extra=0` and `extra=N`
 # inferences; everything else in the two runs is the same, so the
-# difference over 16 is the cost of one inference (NOTE in sine_int8.rs).
+# difference over N is the cost of one inference (NOTE in sine_int8.rs).
 # Deterministic: the same binary gives the same counts on any host.
 step "instructions per inference (QEMU TCG plugin, exact counts)"
 PLUGIN="$FW/target/insn_count.so"
 if gcc -shared -fPIC -O2 -o "$PLUGIN" tools/insn_count.c; then
-    for pair in "M4F|thumbv7em-none-eabihf|-machine mps2-an386 -cpu cortex-m4" "M0|thumbv6m-none-eabi|-machine microbit"; do
-        IFS='|' read -r label target machine <<<"$pair"
-        counts=()
-        for n in 0 16; do
-            # shellcheck disable=SC2086 # $machine is a word list
-            c="$(timeout 120 qemu-system-arm $machine -nographic -monitor none -serial none \
-                -semihosting-config enable=on,target=native -kernel "target/$target/release/sine_int8" \
-                -append "extra=$n" -plugin "$PLUGIN" -d plugin 2>&1 | grep -oE 'insn count [0-9]+' | grep -oE '[0-9]+$' || true)"
-            counts+=("${c:-}")
+    for example in sine_int8:16 speech_int8:4; do
+        name="${example%%:*}" extra="${example#*:}"
+        for pair in "M4F|thumbv7em-none-eabihf|-machine mps2-an386 -cpu cortex-m4" "M0|thumbv6m-none-eabi|-machine microbit"; do
+            IFS='|' read -r label target machine <<<"$pair"
+            counts=()
+            for n in 0 "$extra"; do
+                # shellcheck disable=SC2086 # $machine is a word list
+                c="$(timeout 300 qemu-system-arm $machine -nographic -monitor none -serial none \
+                    -semihosting-config enable=on,target=native -kernel "target/$target/release/$name" \
+                    -append "extra=$n" -plugin "$PLUGIN" -d plugin 2>&1 | grep -oE 'insn count [0-9]+' | grep -oE '[0-9]+$' || true)"
+                counts+=("${c:-}")
+            done
+            if [[ -n "${counts[0]}" && -n "${counts[1]}" ]]; then
+                echo "$name ($label): $(((counts[1] - counts[0]) / extra)) instructions per inference (runs of ${counts[0]} and ${counts[1]} instructions with 0 and $extra extra inferences)"
+            else
+                echo "FAILED: $name ($label): no instruction count from the QEMU plugin"
+                failed+=("$name instruction count ($label)")
+            fi
         done
-        if [[ -n "${counts[0]}" && -n "${counts[1]}" ]]; then
-            echo "sine_int8 ($label): $(((counts[1] - counts[0]) / 16)) instructions per inference (runs of ${counts[0]} and ${counts[1]} instructions with 0 and 16 extra inferences)"
-        else
-            echo "FAILED: sine_int8 ($label): no instruction count from the QEMU plugin"
-            failed+=("sine_int8 instruction count ($label)")
-        fi
     done
 else
     echo "FAILED: could not build the instruction-count plugin (tools/insn_count.c) with gcc"

@@ -66,6 +66,33 @@ pub fn exit(ok: bool) -> ! {
     }
 }
 
+/// `N` from `extra=N` on the semihosting command line (QEMU's `-append`),
+/// or 0: how many more inferences the int8 examples run, so that two runs'
+/// instruction counts give the cost of one (scripts/firmware.sh).
+pub fn extra_runs() -> usize {
+    let mut buf = [0u8; 128];
+    let mut args = [buf.as_mut_ptr() as usize, buf.len()];
+    // SAFETY: SYS_GET_CMDLINE writes at most args[1] bytes into buf (which
+    // outlives the call) and the length into args[1]; both are ours.
+    let failed = unsafe {
+        cortex_m_semihosting::syscall1(
+            cortex_m_semihosting::nr::GET_CMDLINE,
+            args.as_mut_ptr() as usize,
+        )
+    } != 0;
+    if failed {
+        return 0;
+    }
+    let line = &buf[..args[1].min(buf.len())];
+    let Some(at) = line.windows(6).position(|w| w == b"extra=") else {
+        return 0;
+    };
+    line[at + 6..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0, |n, &c| n * 10 + (c - b'0') as usize)
+}
+
 #[cfg(not(feature = "defmt"))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {

@@ -25,7 +25,7 @@ use cortex_m_rt::entry;
 use kael_core::Error;
 use kael_core::quant::{Model, OpKernel, Value};
 use kael_firmware_examples::say::{self, Part::Hex, Part::Int, Part::Text};
-use kael_firmware_examples::{exit, heap, stack};
+use kael_firmware_examples::{exit, extra_runs, heap, stack};
 
 mod io {
     include!("../../../tests/data/tflite/sine_io.rs");
@@ -58,31 +58,6 @@ fn run() -> Result<usize, Error> {
         }
     }
     Ok(same)
-}
-
-/// `N` from `extra=N` on the semihosting command line, or 0.
-fn extra_runs() -> usize {
-    let mut buf = [0u8; 128];
-    let mut args = [buf.as_mut_ptr() as usize, buf.len()];
-    // SAFETY: SYS_GET_CMDLINE writes at most args[1] bytes into buf (which
-    // outlives the call) and the length into args[1]; both are ours.
-    let failed = unsafe {
-        cortex_m_semihosting::syscall1(
-            cortex_m_semihosting::nr::GET_CMDLINE,
-            args.as_mut_ptr() as usize,
-        )
-    } != 0;
-    if failed {
-        return 0;
-    }
-    let line = &buf[..args[1].min(buf.len())];
-    let Some(at) = line.windows(6).position(|w| w == b"extra=") else {
-        return 0;
-    };
-    line[at + 6..]
-        .iter()
-        .take_while(|c| c.is_ascii_digit())
-        .fold(0, |n, &c| n * 10 + (c - b'0') as usize)
 }
 
 #[entry]

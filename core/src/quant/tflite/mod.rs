@@ -409,6 +409,7 @@ impl Model<'_> {
             ));
         }
         let mut values: Vec<Option<Value>> = vec![None; self.tensors.len()];
+        // Graph inputs are read from `inputs` in place (Values::value).
         for (&t, v) in self.inputs.iter().zip(inputs) {
             let (len, ok) = match v {
                 Value::F32(x) => (x.len(), self.tensors[t].dtype == ElementType::F32),
@@ -419,7 +420,6 @@ impl Model<'_> {
                     "an input's type or length differs from the model's input tensor; check model.tensors[model.inputs[i]]",
                 ));
             }
-            values[t] = Some(v.clone());
         }
         for op in &self.operators {
             let out_t = op.outputs[0];
@@ -428,6 +428,7 @@ impl Model<'_> {
                 &mut Values {
                     model: self,
                     values: &mut values,
+                    given: inputs,
                     inputs: &op.inputs,
                     last_reads: &op.last_reads,
                     len: self.tensors[out_t].numel().unwrap_or(0),
@@ -441,10 +442,15 @@ impl Model<'_> {
         self.outputs
             .iter()
             .map(|&t| {
+                let given = || {
+                    let at = self.inputs.iter().position(|&g| g == t)?;
+                    inputs.get(at).cloned()
+                };
                 values
                     .get(t)
                     .cloned()
                     .flatten()
+                    .or_else(given)
                     .ok_or_else(|| run_err("a graph output is never written"))
             })
             .collect()

@@ -67,6 +67,9 @@ impl<'a> Site<'_, 'a> {
 pub(super) struct Values<'v, 'a> {
     pub(super) model: &'v Model<'a>,
     pub(super) values: &'v mut [Option<Value>],
+    /// The graph's inputs as given to [`Model::run`] (read in place, not
+    /// copied), in the order of `model.inputs`.
+    pub(super) given: &'v [Value],
     pub(super) inputs: &'v [Option<usize>],
     /// The tensors this operator reads last (it may take their values).
     pub(super) last_reads: &'v [usize],
@@ -90,6 +93,16 @@ impl Values<'_, '_> {
         Ok(self.i8s(k)?.to_vec())
     }
 
+    /// The value of input `k`: a graph input as given, or what an
+    /// earlier operator wrote.
+    fn value(&self, k: usize) -> Option<&Value> {
+        let t = self.inputs.get(k).copied().flatten()?;
+        match self.model.inputs.iter().position(|&g| g == t) {
+            Some(at) => self.given.get(at),
+            None => self.values.get(t)?.as_ref(),
+        }
+    }
+
     fn i8s(&self, k: usize) -> Result<&[i8]> {
         let t = self
             .inputs
@@ -100,8 +113,8 @@ impl Values<'_, '_> {
         if let Some(d) = self.model.tensors.get(t).and_then(|i| i.data) {
             return Ok(bytemuck::cast_slice(d));
         }
-        match self.values.get(t) {
-            Some(Some(Value::I8(v))) => Ok(v),
+        match self.value(k) {
+            Some(Value::I8(v)) => Ok(v),
             _ => Err(run_err(
                 "an operator reads an int8 tensor that no earlier operator wrote",
             )),
@@ -397,14 +410,8 @@ fn invoke_quantize(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Quantize { scale, zero_point } = plan else {
         return Err(wrong_plan());
     };
-    let src = match v
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .and_then(|x| v.values.get(x))
-    {
-        Some(Some(Value::F32(x))) => x,
+    let src = match v.value(0) {
+        Some(Value::F32(x)) => x,
         _ => {
             return Err(run_err(
                 "QUANTIZE reads a float tensor that no earlier operator wrote",
