@@ -246,12 +246,25 @@ fn pool2d_refuses_a_non_nhwc_input() {
 }
 
 #[test]
-fn add_refuses_different_shapes_and_a_too_small_output_scale() {
+fn add_refuses_shapes_that_do_not_broadcast_and_a_too_small_output_scale() {
     let a = q(&[1, 2], &[2], 1.0, 0);
     let b = q(&[1, 2, 3], &[3], 1.0, 0);
+    let e = quant::add(&a, &b, &unit(), Activation::None).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BroadcastMismatch {
+                op: "quant::add",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("cannot be broadcast"), "{e}");
+    let seven = q(&[1], &[1, 1, 1, 1, 1, 1, 1], 1.0, 0);
     assert!(matches!(
-        quant::add(&a, &b, &unit(), Activation::None).unwrap_err(),
-        Error::ShapeMismatch {
+        quant::add(&seven, &a, &unit(), Activation::None).unwrap_err(),
+        Error::RankMismatch {
             op: "quant::add",
             ..
         }
@@ -268,6 +281,52 @@ fn add_refuses_different_shapes_and_a_too_small_output_scale() {
         ),
         "{e:?}"
     );
+}
+
+#[test]
+fn relu_refuses_per_channel_params_and_absurd_scale_ratios() {
+    let x = q(&[1, -2], &[2], 1.0, 0);
+    let per_channel = QuantParams::per_channel(&[1.0, 2.0], &[0, 0], 0).unwrap();
+    assert!(matches!(
+        quant::relu(&x, Activation::Relu, &per_channel).unwrap_err(),
+        Error::InvalidArgument {
+            op: "quant::relu",
+            ..
+        }
+    ));
+    let tiny = QuantParams::per_tensor(1e-30, 0).unwrap();
+    let e = quant::relu(&x, Activation::Relu6, &tiny).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidQuantization {
+                op: "quant::relu",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn broadcasting_add_refuses_buffers_of_the_wrong_length() {
+    let p = unit();
+    let add = quant::Add::new(&p, &p, &p, Activation::None).unwrap();
+    let shape = quant::Broadcast::new(&[2, 1], &[3]).unwrap();
+    let mut out = [0i8; 6];
+    assert!(
+        add.run_broadcast(&[1], &[1, 2, 3], &shape, &mut out)
+            .is_err()
+    );
+    assert!(
+        add.run_broadcast(&[1, 2], &[1, 2], &shape, &mut out)
+            .is_err()
+    );
+    assert!(
+        add.run_broadcast(&[1, 2], &[1, 2, 3], &shape, &mut out[..5])
+            .is_err()
+    );
+    assert_eq!(out, [0; 6], "a refused add writes nothing");
 }
 
 #[test]

@@ -4,11 +4,12 @@
 //! `Err`, never a panic.
 
 use kael_core::Error;
-use kael_core::quant::{Model, OpKernel, OpKind, Value};
+use kael_core::quant::{Activation, Model, OpKernel, OpKind, Value};
 
 const SINE: &[u8] = include_bytes!("../data/tflite/sine.tflite");
 const CONVS: &[u8] = include_bytes!("../data/tflite/convs.tflite");
 const DILATED: &[u8] = include_bytes!("../data/tflite/dilated.tflite");
+const ACTS: &[u8] = include_bytes!("../data/tflite/acts.tflite");
 const SPEECH: &[u8] = include_bytes!("../data/tflite/speech.tflite");
 const UNSUPPORTED: &[u8] = include_bytes!("../data/tflite/unsupported.tflite");
 const CASES: &str = include_str!("../data/tflite/cases.txt");
@@ -81,6 +82,18 @@ fn the_conv_model_matches_tflite_end_to_end() {
 #[test]
 fn the_dilated_model_matches_tflite_end_to_end() {
     check_model(DILATED, "dilated");
+}
+
+#[test]
+fn standalone_relus_and_broadcasting_adds_match_tflite_end_to_end() {
+    check_model(ACTS, "acts");
+    let model = Model::parse(ACTS).unwrap();
+    let kinds: Vec<OpKind> = model.operators.iter().map(|o| o.kind).collect();
+    assert!(kinds.contains(&OpKind::Relu(Activation::Relu)), "{kinds:?}");
+    assert!(
+        kinds.contains(&OpKind::Relu(Activation::Relu6)),
+        "{kinds:?}"
+    );
 }
 
 #[test]

@@ -259,6 +259,14 @@ fn run(c: &Case, dev: &Device) -> Vec<String> {
             let (a, b) = (qtensor(&c.inputs[0], dev), qtensor(&c.inputs[1], dev));
             q(quant::add(&a, &b, &params(out), c.act()).unwrap())
         }
+        "relu" | "relu6" => {
+            let act = if c.op == "relu" {
+                Activation::Relu
+            } else {
+                Activation::Relu6
+            };
+            q(quant::relu(&qtensor(&c.inputs[0], dev), act, &params(out)).unwrap())
+        }
         other => panic!("{}: op {other} has no replay", c.name),
     }
 }
@@ -314,6 +322,8 @@ fn the_shipped_cases_cover_every_kernel_and_activation() {
         "max_pool2d",
         "add",
         "reshape",
+        "relu",
+        "relu6",
     ] {
         assert!(cases.iter().any(|c| c.op == op), "no {op} case");
     }
@@ -341,4 +351,13 @@ fn the_shipped_cases_cover_every_kernel_and_activation() {
             .iter()
             .any(|c| c.attrs.iter().any(|(k, v)| k == "padding" && v == "same"))
     );
+    // ADD broadcasts its second operand, and both (the kernel's unit tests
+    // cover the first alone).
+    let adds = cases.iter().filter(|c| c.op == "add");
+    let sides: Vec<[bool; 2]> = adds
+        .map(|c| [0, 1].map(|k| c.inputs[k].shape != c.output.shape))
+        .collect();
+    for want in [[false, true], [true, true]] {
+        assert!(sides.contains(&want), "no add broadcasting {want:?}");
+    }
 }

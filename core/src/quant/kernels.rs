@@ -215,7 +215,7 @@ impl Window {
     }
 }
 
-fn length(op: &'static str, want: Option<usize>, got: usize) -> Result<()> {
+pub(super) fn length(op: &'static str, want: Option<usize>, got: usize) -> Result<()> {
     match want {
         Some(w) if w == got => Ok(()),
         Some(w) => Err(Error::ShapeMismatch {
@@ -667,101 +667,6 @@ impl Pool2d {
                     }
                 }
             }
-        }
-        Ok(())
-    }
-}
-
-/// An int8 elementwise add of two same-shaped tensors, TFLite's int8
-/// `Add`: both inputs are brought to a common scale with 20 bits of
-/// headroom (`LEFT_SHIFT`), summed, and requantized.
-///
-/// ```
-/// use kael_core::quant::{Add, QuantParams, Activation};
-/// let p = QuantParams::per_tensor(0.5, 0)?;
-/// let add = Add::new(&p, &p, &p, Activation::None)?;
-/// let mut out = [0i8; 2];
-/// add.run(&[3, -4], &[5, 1], &mut out)?;
-/// assert_eq!(out, [8, -3]);
-/// # Ok::<(), kael_core::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Add {
-    /// The inputs' zero points.
-    pub zero_points: [i32; 2],
-    /// The inputs' multipliers onto the common scale.
-    pub input_multipliers: [Multiplier; 2],
-    /// The common scale's multiplier onto the output's.
-    pub output_multiplier: Multiplier,
-    /// The output's zero point.
-    pub output_zero_point: i32,
-    /// The fused activation's lowest output.
-    pub min: i32,
-    /// The fused activation's highest output.
-    pub max: i32,
-}
-
-impl Add {
-    /// TFLite's headroom for the sum.
-    pub const LEFT_SHIFT: u32 = 20;
-
-    /// The add of inputs quantized as `a` and `b` into `out`'s
-    /// quantization (TFLite's `Prepare` for int8 add: the multipliers in
-    /// `f64`, from `2 * max(scale_a, scale_b)`). All three are per-tensor.
-    pub fn new(
-        a: &super::QuantParams,
-        b: &super::QuantParams,
-        out: &super::QuantParams,
-        act: super::Activation,
-    ) -> Result<Add> {
-        const OP: &str = "quant::add";
-        if !(a.is_per_tensor() && b.is_per_tensor() && out.is_per_tensor()) {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                reason: "int8 add takes per-tensor quantization on both inputs and the output; requantize per-channel values first",
-            });
-        }
-        let (sa, sb, so) = (a.scale(0) as f64, b.scale(0) as f64, out.scale(0) as f64);
-        let twice_max = 2.0 * sa.max(sb);
-        let output_multiplier =
-            Multiplier::from_real(twice_max / ((1u64 << Self::LEFT_SHIFT) as f64 * so));
-        if output_multiplier.shift > 0 {
-            return Err(Error::InvalidQuantization {
-                op: OP,
-                reason: "the output scale is too small for int8 add (it must exceed 2 * max(input scales) / 2^20); widen the output's range",
-                value: so,
-                channel: 0,
-            });
-        }
-        let (min, max) = act.range(out);
-        Ok(Add {
-            zero_points: [a.zero_point(0), b.zero_point(0)],
-            input_multipliers: [
-                Multiplier::from_real(sa / twice_max),
-                Multiplier::from_real(sb / twice_max),
-            ],
-            output_multiplier,
-            output_zero_point: out.zero_point(0),
-            min,
-            max,
-        })
-    }
-
-    /// Adds `a` and `b` elementwise into `out` (all of one length).
-    pub fn run(&self, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<()> {
-        const OP: &str = "quant::add";
-        length(OP, Some(a.len()), b.len())?;
-        length(OP, Some(a.len()), out.len())?;
-        let [ma, mb] = self.input_multipliers;
-        for ((&x, &y), d) in a.iter().zip(b).zip(out.iter_mut()) {
-            let xa = (x as i32 - self.zero_points[0]) << Self::LEFT_SHIFT;
-            let yb = (y as i32 - self.zero_points[1]) << Self::LEFT_SHIFT;
-            let sum = ma.apply_below_one(xa).wrapping_add(mb.apply_below_one(yb));
-            let v = self
-                .output_multiplier
-                .apply_below_one(sum)
-                .saturating_add(self.output_zero_point);
-            *d = v.clamp(self.min, self.max).clamp(Q_MIN, Q_MAX) as i8;
         }
         Ok(())
     }

@@ -1,11 +1,11 @@
 //! Int8 quantization in TFLite's scheme: [`QuantParams`] and [`QTensor`],
 //! the fixed-point requantization ([`Multiplier`]), and the reference int8
 //! kernels ([`FullyConnected`], [`Conv2d`], [`DepthwiseConv2d`],
-//! [`Pool2d`], [`Add`], [`Softmax`], [`quantize_into`], [`dequantize_into`]) with
+//! [`Pool2d`], [`Add`] (with [`Broadcast`]), [`Relu`], [`Softmax`], [`quantize_into`], [`dequantize_into`]) with
 //! post-training quantization ([`QuantizedMlp::calibrate`],
 //! [`RangeObserver`], [`quantize_weights`]), tensor-level layers
 //! ([`fully_connected`], [`conv2d`],
-//! [`depthwise_conv2d`], [`pool2d`], [`add`], [`softmax`]), and `.tflite` models
+//! [`depthwise_conv2d`], [`pool2d`], [`add`], [`relu`], [`softmax`]), and `.tflite` models
 //! ([`Model::parse`], [`Model::run`]).
 //!
 //! NOTE [TFLite int8 scheme]
@@ -38,6 +38,7 @@
 
 mod calibrate;
 mod dot;
+mod elementwise;
 mod fixed_point;
 mod flatbuffer;
 mod kernels;
@@ -50,14 +51,15 @@ pub use calibrate::{
     QuantizedLinear, QuantizedMlp, RangeObserver, quantize_bias, quantize_weights,
 };
 pub use dot::dot;
+pub use elementwise::{Add, Broadcast, Relu};
 pub use fixed_point::{Multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 pub use kernels::{
-    Add, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
+    Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
     Rounding, Window, dequantize_into, quantize_into,
 };
 pub use params::{Activation, Q_MAX, Q_MIN, QuantParams};
 pub use qtensor::{
-    Conv2dOptions, QTensor, add, conv2d, depthwise_conv2d, fully_connected, pool2d, softmax,
+    Conv2dOptions, QTensor, add, conv2d, depthwise_conv2d, fully_connected, pool2d, relu, softmax,
 };
 pub use softmax::Softmax;
 pub use tflite::{ElementType, Model, OpKernel, OpKind, Operator, TensorInfo, Value, builtin_name};

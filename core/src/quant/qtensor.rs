@@ -1,6 +1,7 @@
 //! [`QTensor`]: int8 values with the parameters that give them meaning,
 //! and the layers over them, run by the reference kernels.
 
+use super::elementwise::{Add, Broadcast, Relu};
 use super::fixed_point::Multiplier;
 use super::kernels::{
     self, Conv2d, DepthwiseConv2d, FullyConnected, Geometry, Padding, Pool2d, PoolKind, Requantize,
@@ -582,8 +583,9 @@ pub fn pool2d(
     finish(OP, out, &shape, &input.values, &input.params)
 }
 
-/// int8 elementwise add of two same-shaped tensors into `output`'s
-/// quantization (TFLite's int8 `ADD`).
+/// int8 elementwise add into `output`'s quantization (TFLite's int8
+/// `ADD`). The operands broadcast as in NumPy and PyTorch ([`Broadcast`],
+/// up to 6 dimensions).
 ///
 /// ```
 /// use kael_core::quant::{add, Activation, QTensor, QuantParams};
@@ -594,22 +596,50 @@ pub fn pool2d(
 /// let y = add(&a, &b, &QuantParams::per_tensor(0.1, 0)?, Activation::Relu)?;
 /// // 1.0 + 0.4 = 1.4 -> 14; -0.4 + 0.4 = 0 -> 0
 /// assert_eq!(y.values().to_vec::<i8>()?, vec![14, 0]);
+/// // A [2, 1] column plus the [2] row broadcasts to [2, 2].
+/// let col = QTensor::new(Tensor::from_slice(&[0i8, 20], &[2, 1], &dev)?, QuantParams::per_tensor(0.1, 0)?)?;
+/// let y = add(&col, &a, &QuantParams::per_tensor(0.1, 0)?, Activation::None)?;
+/// assert_eq!(y.shape(), &[2, 2]);
+/// assert_eq!(y.values().to_vec::<i8>()?, vec![10, -4, 30, 16]);
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 pub fn add(a: &QTensor, b: &QTensor, output: &QuantParams, act: Activation) -> Result<QTensor> {
     const OP: &str = "quant::add";
-    if a.shape() != b.shape() {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            expected: ErrShape::of(a.shape()),
-            got: ErrShape::of(b.shape()),
-        });
-    }
-    let layer = kernels::Add::new(&a.params, &b.params, output, act)?;
+    let layer = Add::new(&a.params, &b.params, output, act)?;
     let (x, y) = (a.values.to_vec::<i8>()?, b.values.to_vec::<i8>()?);
+    if a.shape() == b.shape() {
+        let mut out = vec![0i8; x.len()];
+        layer.run(&x, &y, &mut out)?;
+        return finish(OP, out, a.shape(), &a.values, output);
+    }
+    let shape = Broadcast::new(a.shape(), b.shape()).map_err(|e| e.renamed(OP))?;
+    let mut out = vec![0i8; shape.len()];
+    layer.run_broadcast(&x, &y, &shape, &mut out)?;
+    finish(OP, out, shape.shape(), &a.values, output)
+}
+
+/// int8 ReLU (`act` [`Activation::Relu`]) or ReLU6 ([`Activation::Relu6`])
+/// as a layer of its own, into `output`'s quantization (TFLite's
+/// standalone `RELU` and `RELU6`, [`Relu`]): unlike an activation fused
+/// into a layer, it requantizes from the input's scale to the output's.
+///
+/// ```
+/// use kael_core::quant::{relu, Activation, QTensor, QuantParams};
+/// use kael_core::{Device, Tensor};
+/// let x = QTensor::new(Tensor::from_slice(&[-50i8, 12, 100], &[3], &Device::cpu())?, QuantParams::per_tensor(0.1, 0)?)?;
+/// let y = relu(&x, Activation::Relu6, &QuantParams::per_tensor(6.0 / 255.0, -128)?)?;
+/// // -5.0 -> 0 (-128); 1.2 -> 51 steps of 6/255 (-77); 10.0 -> 6 (127).
+/// assert_eq!(y.values().to_vec::<i8>()?, vec![-128, -77, 127]);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn relu(input: &QTensor, act: Activation, output: &QuantParams) -> Result<QTensor> {
+    const OP: &str = "quant::relu";
+    check_activation_params(OP, input, output)?;
+    let layer = Relu::new(&input.params, output, act)?;
+    let x = input.values.to_vec::<i8>()?;
     let mut out = vec![0i8; x.len()];
-    layer.run(&x, &y, &mut out)?;
-    finish(OP, out, a.shape(), &a.values, output)
+    layer.run(&x, &mut out)?;
+    finish(OP, out, input.shape(), &input.values, output)
 }
 
 /// int8 softmax over the last dimension (TFLite's int8 `SOFTMAX`): the

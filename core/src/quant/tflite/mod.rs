@@ -98,8 +98,12 @@ pub enum OpKind {
     DepthwiseConv2d(Conv2dOptions, Activation),
     /// Pooling with its window `[h, w]`.
     Pool2d(PoolKind, [usize; 2], Conv2dOptions, Activation),
-    /// Elementwise add.
+    /// Elementwise add (the operands may broadcast), with its fused
+    /// activation.
     Add(Activation),
+    /// A standalone `RELU` ([`Activation::Relu`]) or `RELU6`
+    /// ([`Activation::Relu6`]), which requantizes as it clamps.
+    Relu(Activation),
     /// Reshape (the values are unchanged).
     Reshape,
     /// Softmax over the last dimension, with TFLite's `beta`.

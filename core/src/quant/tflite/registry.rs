@@ -14,6 +14,7 @@
 
 use super::{ElementType, Model, OpKind, TensorInfo, Value, activation, positive, window_options};
 use crate::error::{ErrShape, Error, Result};
+use crate::quant::elementwise::{Add, Broadcast, Relu};
 use crate::quant::fixed_point::Multiplier;
 use crate::quant::flatbuffer::Table;
 use crate::quant::kernels::{
@@ -37,7 +38,7 @@ fn run_err(reason: &'static str) -> Error {
 }
 
 /// The builtin codes of [`OpKernel::ALL`], without the kernels.
-pub(super) const CODES: [i32; 10] = [114, 6, 22, 9, 3, 4, 1, 17, 0, 25];
+pub(super) const CODES: [i32; 12] = [114, 6, 22, 9, 3, 4, 1, 17, 0, 25, 19, 21];
 
 /// One operator's tensors, as its kernel's prepare step sees them.
 pub(super) struct Site<'s, 'a> {
@@ -206,11 +207,23 @@ impl OpKernel {
         prepare: prepare_max_pool_2d,
         invoke: invoke_pool_2d,
     };
-    /// `ADD` of two same-shape int8 tensors.
+    /// `ADD`, with broadcasting and fused NONE/RELU/RELU6.
     pub const ADD: OpKernel = OpKernel {
         code: 0,
         prepare: prepare_add,
         invoke: invoke_add,
+    };
+    /// `RELU` as an operator of its own (it requantizes).
+    pub const RELU: OpKernel = OpKernel {
+        code: 19,
+        prepare: prepare_relu,
+        invoke: invoke_relu,
+    };
+    /// `RELU6` as an operator of its own (it requantizes).
+    pub const RELU6: OpKernel = OpKernel {
+        code: 21,
+        prepare: prepare_relu6,
+        invoke: invoke_relu,
     };
     /// `SOFTMAX` over the last dimension.
     pub const SOFTMAX: OpKernel = OpKernel {
@@ -230,6 +243,8 @@ impl OpKernel {
         OpKernel::MAX_POOL_2D,
         OpKernel::ADD,
         OpKernel::SOFTMAX,
+        OpKernel::RELU,
+        OpKernel::RELU6,
     ];
 
     /// TFLite's builtin operator code for this kernel.
@@ -300,7 +315,9 @@ pub(super) enum Plan {
         out: OutStage,
     },
     Pool(Pool2d),
-    Add(kernels::Add),
+    /// An add, and how its operands broadcast when their shapes differ.
+    Add(Add, Option<Broadcast>),
+    Relu(Relu),
     Softmax(Softmax),
 }
 
@@ -684,27 +701,59 @@ fn prepare_add(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     int8(x)?;
     int8(y)?;
     int8(out)?;
-    if x.shape != y.shape {
-        return Err(bad(
-            "ADD with broadcasting is not supported yet; give both inputs the same shape",
-        ));
-    }
-    same_len(numel(x)?, numel(out)?)?;
-    let plan = Plan::Add(kernels::Add::new(
-        params(x)?,
-        params(y)?,
-        params(out)?,
-        act,
-    )?);
-    Ok((OpKind::Add(act), plan))
+    let broadcast = if x.shape == y.shape {
+        same_len(numel(x)?, numel(out)?)?;
+        None
+    } else {
+        let b = Broadcast::new(&x.shape, &y.shape).map_err(|e| e.renamed(PARSE))?;
+        if b.shape() != out.shape.as_slice() {
+            return Err(Error::ShapeMismatch {
+                op: PARSE,
+                expected: ErrShape::of(b.shape()),
+                got: ErrShape::of(&out.shape),
+            });
+        }
+        Some(b)
+    };
+    let add = Add::new(params(x)?, params(y)?, params(out)?, act).map_err(|e| e.renamed(PARSE))?;
+    Ok((OpKind::Add(act), Plan::Add(add, broadcast)))
 }
 
 fn invoke_add(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
-    let Plan::Add(add) = plan else {
+    let Plan::Add(add, broadcast) = plan else {
         return Err(wrong_plan());
     };
     let mut dst = vec![0i8; v.len];
-    add.run(v.i8s(0)?, v.i8s(1)?, &mut dst)?;
+    match broadcast {
+        None => add.run(v.i8s(0)?, v.i8s(1)?, &mut dst)?,
+        Some(b) => add.run_broadcast(v.i8s(0)?, v.i8s(1)?, b, &mut dst)?,
+    }
+    Ok(Value::I8(dst))
+}
+
+fn prepare_relu_x(s: &Site<'_, '_>, act: Activation) -> Result<(OpKind, Plan)> {
+    let (x, out) = (s.input(0)?, s.output()?);
+    int8(x)?;
+    int8(out)?;
+    same_len(numel(x)?, numel(out)?)?;
+    let relu = Relu::new(params(x)?, params(out)?, act).map_err(|e| e.renamed(PARSE))?;
+    Ok((OpKind::Relu(act), Plan::Relu(relu)))
+}
+
+fn prepare_relu(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
+    prepare_relu_x(s, Activation::Relu)
+}
+
+fn prepare_relu6(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
+    prepare_relu_x(s, Activation::Relu6)
+}
+
+fn invoke_relu(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
+    let Plan::Relu(relu) = plan else {
+        return Err(wrong_plan());
+    };
+    let mut dst = vec![0i8; v.len];
+    relu.run(v.i8s(0)?, &mut dst)?;
     Ok(Value::I8(dst))
 }
 
