@@ -1,1 +1,5 @@
-//! Cross-crate tests live in `tests/`.
+//! Cross-crate tests live in `tests/`; this library holds what a test and
+//! an example share.
+
+pub mod ptq_model;
+pub mod tflite_cases;

@@ -5,10 +5,12 @@
 
 use kael_core::Error;
 use kael_core::quant::{Activation, Model, OpKernel, OpKind, Value};
+use kael_tests::tflite_cases::tflite_io;
 
 const SINE: &[u8] = include_bytes!("../data/tflite/sine.tflite");
 const CONVS: &[u8] = include_bytes!("../data/tflite/convs.tflite");
 const DILATED: &[u8] = include_bytes!("../data/tflite/dilated.tflite");
+const PTQ: &[u8] = include_bytes!("../data/tflite/ptq.tflite");
 const ACTS: &[u8] = include_bytes!("../data/tflite/acts.tflite");
 const SPEECH: &[u8] = include_bytes!("../data/tflite/speech.tflite");
 const UNSUPPORTED: &[u8] = include_bytes!("../data/tflite/unsupported.tflite");
@@ -18,44 +20,10 @@ mod speech_io {
     include!("../data/tflite/speech_io.rs");
 }
 
-/// The float input TFLite was given for run `run` of `model` (its first
-/// QUANTIZE's input) and the float output it produced (its last
-/// DEQUANTIZE's output).
-fn tflite_io(model: &str, run: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut input = None;
-    let mut output = None;
-    let mut op = "";
-    let prefix = format!("case {model}_run{run}_op");
-    for line in CASES.lines() {
-        if line.starts_with("case ") {
-            op = if line.starts_with(&prefix) {
-                line.split(' ').nth(2).unwrap_or("")
-            } else {
-                ""
-            };
-        }
-        let data = || {
-            line.split("data=")
-                .nth(1)
-                .unwrap()
-                .split(',')
-                .map(|v| v.parse::<f32>().unwrap())
-                .collect::<Vec<_>>()
-        };
-        if op == "quantize" && line.starts_with("tensor in0 ") && input.is_none() {
-            input = Some(data());
-        }
-        if op == "dequantize" && line.starts_with("tensor out ") {
-            output = Some(data());
-        }
-    }
-    (input.unwrap(), output.unwrap())
-}
-
 fn check_model(bytes: &[u8], name: &str) {
     let model = Model::parse(bytes).unwrap();
     for run in 0..2 {
-        let (x, want) = tflite_io(name, run);
+        let (x, want) = tflite_io(CASES, name, run);
         let out = model.run(&[Value::F32(x)]).unwrap();
         let Value::F32(got) = &out[0] else {
             panic!("{name}: output is not float")
@@ -82,6 +50,13 @@ fn the_conv_model_matches_tflite_end_to_end() {
 #[test]
 fn the_dilated_model_matches_tflite_end_to_end() {
     check_model(DILATED, "dilated");
+}
+
+#[test]
+fn a_model_kael_quantized_and_wrote_matches_tflite_end_to_end() {
+    // ptq.tflite is kael's own output (tests/tests/quant_ptq.rs); TFLite's
+    // interpreter produced the expected values from it.
+    check_model(PTQ, "ptq");
 }
 
 #[test]
@@ -228,7 +203,7 @@ fn every_truncation_of_a_model_is_refused_without_a_panic() {
 fn corrupted_bytes_never_panic_and_runs_stay_checked() {
     // Every single-byte corruption (three values per byte) either parses
     // or is refused; what parses then runs or is refused, without a panic.
-    let (x, _) = tflite_io("sine", 0);
+    let (x, _) = tflite_io(CASES, "sine", 0);
     let mut bytes = SINE.to_vec();
     for i in 0..bytes.len() {
         let keep = bytes[i];

@@ -41,8 +41,10 @@ mod dot;
 mod elementwise;
 mod fixed_point;
 mod flatbuffer;
+mod flatbuffer_builder;
 mod kernels;
 mod params;
+mod ptq;
 mod qtensor;
 mod softmax;
 mod tflite;
@@ -58,6 +60,7 @@ pub use kernels::{
     Rounding, Window, dequantize_into, quantize_into,
 };
 pub use params::{Activation, Q_MAX, Q_MIN, QuantParams};
+pub use ptq::{Accuracy, FloatLayer, QuantizedModel};
 pub use qtensor::{
     Conv2dOptions, QTensor, add, conv2d, depthwise_conv2d, fully_connected, pool2d, relu, softmax,
 };

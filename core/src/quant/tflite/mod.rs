@@ -3,6 +3,7 @@
 //! its graph with the reference int8 kernels.
 
 mod registry;
+pub(crate) mod write;
 
 pub use registry::OpKernel;
 use registry::{Invoke, Plan, Site, Values};
