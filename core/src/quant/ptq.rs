@@ -715,10 +715,12 @@ impl QuantizedModel {
                 }
                 Step::Flatten => {
                     let rest = shape.iter().skip(1).product::<usize>();
-                    let new_shape: Vec<u8> = [1i32, rest as i32]
-                        .iter()
-                        .flat_map(|v| v.to_le_bytes())
-                        .collect();
+                    let features = i32::try_from(rest).map_err(|_| Error::InvalidArgument {
+                        op: "quant::QuantizedModel::to_tflite",
+                        reason: "a flattened feature count exceeds 2^31 - 1, more than a .tflite file holds; use smaller layers",
+                    })?;
+                    let new_shape: Vec<u8> =
+                        [1, features].iter().flat_map(|v| v.to_le_bytes()).collect();
                     let s = g.tensor(
                         format!("layer{i}_shape"),
                         &[2],
