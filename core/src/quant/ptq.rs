@@ -636,17 +636,7 @@ impl QuantizedModel {
                         out_c,
                         options,
                     )?;
-                    let f = Self::weight(&mut g, format!("layer{i}_filter"), filter)?;
-                    let mut ins = vec![cur, f];
-                    if let Some(b) = bias {
-                        ins.push(Self::bias(
-                            &mut g,
-                            format!("layer{i}_bias"),
-                            b,
-                            &params,
-                            filter,
-                        )?);
-                    }
+                    let ins = Self::layer_inputs(&mut g, i, cur, filter, bias.as_ref(), &params)?;
                     let (op, opts) = match depthwise {
                         None => (code::CONV_2D, Options::Conv2d(*options, *act)),
                         Some(m) => (
@@ -668,17 +658,7 @@ impl QuantizedModel {
                     output,
                     act,
                 } => {
-                    let f = Self::weight(&mut g, format!("layer{i}_weight"), weight)?;
-                    let mut ins = vec![cur, f];
-                    if let Some(b) = bias {
-                        ins.push(Self::bias(
-                            &mut g,
-                            format!("layer{i}_bias"),
-                            b,
-                            &params,
-                            weight,
-                        )?);
-                    }
+                    let ins = Self::layer_inputs(&mut g, i, cur, weight, bias.as_ref(), &params)?;
                     let outs = weight.shape()[0];
                     (
                         vec![1, outs],
@@ -761,20 +741,40 @@ impl QuantizedModel {
         g.finish(&[input], &[output])
     }
 
-    fn weight(g: &mut GraphWriter, name: alloc::string::String, w: &QTensor) -> Result<i32> {
-        let bytes: Vec<u8> = w
+    /// A layer's inputs: `cur`, its weight constant and, when it has one,
+    /// its bias constant.
+    fn layer_inputs(
+        g: &mut GraphWriter,
+        layer: usize,
+        cur: i32,
+        weight: &QTensor,
+        bias: Option<&Tensor>,
+        input: &QuantParams,
+    ) -> Result<Vec<i32>> {
+        let bytes: Vec<u8> = weight
             .values()
             .to_vec::<i8>()?
             .iter()
             .map(|&v| v as u8)
             .collect();
-        g.tensor(
-            name,
-            w.shape(),
+        let w = g.tensor(
+            format!("layer{layer}_weight"),
+            weight.shape(),
             ElementType::I8,
             Some(bytes),
-            Some(w.params()),
-        )
+            Some(weight.params()),
+        )?;
+        let mut ins = vec![cur, w];
+        if let Some(b) = bias {
+            ins.push(Self::bias(
+                g,
+                format!("layer{layer}_bias"),
+                b,
+                input,
+                weight,
+            )?);
+        }
+        Ok(ins)
     }
 
     /// A bias constant, quantized at `input_scale * weight_scale` per
