@@ -579,6 +579,9 @@ fn prepare_depthwise_conv_2d(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
     Ok((OpKind::DepthwiseConv2d(o, act), plan))
 }
 
+// The conv and depthwise invokes stay two functions: one that picked the
+// kernel from the plan would link both kernels into an image that
+// registers only one of them (NOTE [Kernel registration]).
 fn invoke_conv_2d(plan: &Plan, v: &mut Values<'_, '_>) -> Result<Value> {
     let Plan::Conv {
         geometry,
