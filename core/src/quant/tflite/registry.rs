@@ -23,6 +23,7 @@ use crate::quant::kernels::{
 use crate::quant::params::{Activation, QuantParams};
 use crate::quant::qtensor::{Conv2dOptions, layer_multipliers, nhwc_geometry};
 use crate::quant::softmax::Softmax;
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -315,8 +316,10 @@ pub(super) enum Plan {
         out: OutStage,
     },
     Pool(Pool2d),
-    /// An add, and how its operands broadcast when their shapes differ.
-    Add(Add, Option<Broadcast>),
+    /// An add, and how its operands broadcast when their shapes differ
+    /// (boxed: a `Broadcast` is about 90 bytes on a 32-bit core, and every
+    /// operator's plan would otherwise be that large).
+    Add(Add, Option<Box<Broadcast>>),
     Relu(Relu),
     Softmax(Softmax),
 }
@@ -716,7 +719,7 @@ fn prepare_add(s: &Site<'_, '_>) -> Result<(OpKind, Plan)> {
                 got: ErrShape::of(&out.shape),
             });
         }
-        Some(b)
+        Some(Box::new(b))
     };
     let add = Add::new(params(x)?, params(y)?, params(out)?, act).map_err(|e| e.renamed(PARSE))?;
     Ok((OpKind::Add(act), Plan::Add(add, broadcast)))
