@@ -57,6 +57,7 @@ pub mod layout;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod plan;
 pub mod quant;
 pub mod rng;
 pub mod shape;

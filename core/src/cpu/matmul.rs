@@ -40,8 +40,8 @@ const MR: usize = 4;
 const NR: usize = 8;
 /// Rows of lhs packed per block (fits L2 with a KC-deep panel).
 const MC: usize = 64;
-/// Depth of one packed block.
-const KC: usize = 256;
+/// Depth of one packed block (plan replay sums in the same blocks).
+pub(crate) const KC: usize = 256;
 /// Columns of rhs packed per block.
 const NC: usize = 128;
 

@@ -37,11 +37,12 @@ use half::{bf16, f16};
 
 #[path = "reduce_f32.rs"]
 mod f32acc;
-use f32acc::{Kahan32, softmax_f32};
+pub(crate) use f32acc::Kahan32;
+use f32acc::softmax_f32;
 
 /// Storage types the reduction kernels read and write, with exact
 /// conversions to and from the integer accumulator.
-trait Elem: Scalar {
+pub(crate) trait Elem: Scalar {
     /// As i64 (exact for integers; floats truncate).
     fn to_i64(self) -> i64;
     /// From i64 (integers wrap, as PyTorch's casts do).
@@ -101,7 +102,7 @@ impl Elem for f32 {
 
 /// An accumulator: f64 for float sources (every float dtype converts to it
 /// exactly), i64 for integer sources (exact, wrapping on overflow).
-trait Acc: Copy {
+pub(crate) trait Acc: Copy {
     fn load<T: Elem>(x: T) -> Self;
     fn store<T: Elem>(self) -> T;
     /// The starting value (max/min of an empty set never reaches a store:
@@ -232,36 +233,55 @@ fn reduce_with<A: Acc, const DTYPES: u16>(
     dst: Dst<'_>,
 ) -> Result<()> {
     let mut acc = scratch(dst.layout.numel(), A::identity(op))?;
-    // Each source position's slot in `acc`: the row-major index of its
-    // output position, i.e. dst's contiguous strides with 0 on reduced dims.
-    let mut strides = contiguous_strides(dst.layout.shape());
-    for &d in dims {
-        strides[d] = 0;
-    }
-    let slots = Layout::from_dims(src.layout.shape().clone(), strides, 0);
     {
         let g = src.storage.read(name)?;
         dispatch_in!(DTYPES, name, src.dtype, T => {
-            let s = typed::<T>(g.bytes())?;
-            walk([src.layout, &slots], |[os, oa]| {
-                acc[oa] = acc[oa].combine(op, A::load(s[os]));
-            });
+            accumulate(op, typed::<T>(g.bytes())?, src.layout, dst.layout, dims, &mut acc);
             Ok::<(), Error>(())
         })?;
     }
     store::<A, DTYPES>(name, &acc, dst)
 }
 
+/// The arithmetic of every reduction: combines each element of `s` (read
+/// through `src`) into its slot of `acc` (dst's row-major order, reduced
+/// `dims` collapsed), walking `src` in row-major order. `acc` starts at
+/// [`Acc::identity`]. Shared with plan replay (`crate::plan`), so both
+/// give the same bits.
+pub(crate) fn accumulate<T: Elem, A: Acc>(
+    op: ReduceOp,
+    s: &[T],
+    src: &Layout,
+    dst: &Layout,
+    dims: &[usize],
+    acc: &mut [A],
+) {
+    // Each source position's slot in `acc`: the row-major index of its
+    // output position, i.e. dst's contiguous strides with 0 on reduced dims.
+    let mut strides = contiguous_strides(dst.shape());
+    for &d in dims {
+        strides[d] = 0;
+    }
+    let slots = Layout::from_dims(src.shape().clone(), strides, 0);
+    walk([src, &slots], |[os, oa]| {
+        acc[oa] = acc[oa].combine(op, A::load(s[os]));
+    });
+}
+
+/// Stores `vals` (in dst's row-major order) through `dst`.
+pub(crate) fn store_into<T: Elem, A: Acc>(vals: &[A], d: &mut [T], dst: &Layout) {
+    let mut i = 0;
+    walk([dst], |[od]| {
+        d[od] = vals[i].store::<T>();
+        i += 1;
+    });
+}
+
 /// Writes `vals` (in dst's row-major order) into `dst`.
 fn store<A: Acc, const DTYPES: u16>(name: &'static str, vals: &[A], dst: Dst<'_>) -> Result<()> {
     dispatch_in!(DTYPES, name, dst.dtype, T => {
         let mut g = dst.storage.write(name)?;
-        let d = typed_mut::<T>(g.bytes_mut())?;
-        let mut i = 0;
-        walk([dst.layout], |[od]| {
-            d[od] = vals[i].store::<T>();
-            i += 1;
-        });
+        store_into(vals, typed_mut::<T>(g.bytes_mut())?, dst.layout);
         Ok(())
     })
 }

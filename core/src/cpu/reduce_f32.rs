@@ -12,7 +12,8 @@ use crate::storage::{typed, typed_mut};
 /// An f32 accumulator with Kahan-compensated sums, for f32 sources on a
 /// backend built with `F32_ACC` (NOTE [f32 accumulation]).
 #[derive(Clone, Copy)]
-pub(super) struct Kahan32 {
+#[repr(C)]
+pub(crate) struct Kahan32 {
     pub(super) sum: f32,
     /// The low-order part lost by the last addition.
     pub(super) comp: f32,

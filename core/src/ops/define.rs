@@ -73,6 +73,22 @@ macro_rules! unary_table {
                 }
             }
 
+            /// The op with this code when it takes no parameters; `None`
+            /// for a parameterised op or an unknown code (decoding a
+            /// serialised plan, `crate::plan`).
+            ///
+            /// ```
+            /// use kael_core::ops::UnaryOp;
+            /// assert_eq!(UnaryOp::plain_from_code(UnaryOp::Exp.code()), Some(UnaryOp::Exp));
+            /// assert_eq!(UnaryOp::plain_from_code(UnaryOp::Powf(2.0).code()), None);
+            /// ```
+            pub const fn plain_from_code(code: u32) -> Option<UnaryOp> {
+                $(if code == Code::$V as u32 {
+                    return unary_table!(@plain $V $(($($ta),+))? $({$($sa),+})?);
+                })*
+                None
+            }
+
             /// Whether the op is defined for integer dtypes too.
             pub const fn works_on_ints(self) -> bool {
                 match self {
@@ -301,6 +317,9 @@ macro_rules! unary_table {
     (@saves a a $($r:ident)*) => { true };
     (@saves b b $($r:ident)*) => { true };
     (@saves $w:ident $o:ident $($r:ident)*) => { unary_table!(@saves $w $($r)*) };
+
+    (@plain $V:ident) => { Some(UnaryOp::$V) };
+    (@plain $V:ident $($rest:tt)+) => { None };
 
     (@args) => { (0.0, 0.0, 0) };
     (@args ($a:expr, $b:expr, $c:expr)) => { ($a, $b, $c) };

@@ -1,0 +1,402 @@
+//! From a [`Recording`] to plan words: bindings, constants, liveness and
+//! arena offsets.
+//!
+//! NOTE [Arena planning]
+//! Every buffer allocated while recording that is not bound lives in the
+//! arena from the step that first touches it to the step that last does,
+//! even when the tensor outlived the recording (a gradient, an activation
+//! autograd saved): after its last step nothing a replay can observe reads
+//! it, since only bound tensors outlive a replay, and every arena buffer
+//! is written (or zeroed) by the replay before it is read. Offsets are assigned greedily by size, largest first, each at
+//! the lowest 16-aligned offset that overlaps no placed buffer whose
+//! lifetime meets its own (TFLite Micro's `GreedyMemoryPlanner`). The arena
+//! size is the end of the highest buffer: exact for this assignment, and no
+//! replay can fail for want of a contiguous block, because nothing is
+//! allocated at replay time.
+
+use super::format::{self, ARENA_ALIGN, HEADER, MAGIC, MAX_BINDINGS, VERSION, kernel, place};
+use super::trace::{Accumulation, Kernel, Operand, Recording};
+use super::{Binding, Plan, Role};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use alloc::vec;
+use alloc::vec::Vec;
+
+fn refuse(reason: &'static str) -> Error {
+    Error::InvalidArgument {
+        op: "Plan::build",
+        reason,
+    }
+}
+
+fn word(v: usize) -> Result<u32> {
+    u32::try_from(v)
+        .map_err(|_| refuse("a size or offset exceeds 2^32 - 1; plans address at most 4 GiB"))
+}
+
+/// Where each recorded buffer goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    /// Not used by any step (never written to the plan).
+    Unused,
+    Arena,
+    Bound(usize),
+    Const,
+}
+
+/// One step before encoding: kernel code, params, operands.
+struct Planned<'r> {
+    /// Bytes a write step copies in (stored after the steps).
+    data: Option<&'r [u8]>,
+    kernel: u32,
+    params: Vec<u32>,
+    operands: Vec<Operand>,
+    /// A reduction's scratch: (its buffer index, bytes).
+    scratch: Option<usize>,
+}
+
+impl Plan {
+    /// Builds a plan from `recording`, with `bindings` naming the tensors a
+    /// replay supplies (NOTE [Planned execution]).
+    ///
+    /// - An [`Binding::input`] existed before recording and is only read.
+    /// - An [`Binding::state`] existed before recording (a parameter, an
+    ///   optimizer buffer): read and written in place.
+    /// - An [`Binding::output`] was made while recording and is still
+    ///   alive (the prediction, the loss).
+    /// - A tensor that existed before recording, is only read and is not
+    ///   bound becomes a constant of the plan (a frozen weight: it lives
+    ///   in the plan's bytes, e.g. in flash).
+    /// - Everything else made while recording lives in the arena.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (from `Plan::build`) when the recording
+    /// used a kernel or dtype a plan cannot replay, when a binding is not
+    /// f32, contiguous and the whole of its storage, has the wrong role, is
+    /// bound twice or was not used, or when an unbound tensor from before
+    /// recording is written.
+    pub fn build(recording: &Recording, bindings: &[Binding<'_>]) -> Result<Plan> {
+        if let Some(op) = recording.unsupported {
+            return Err(Error::Unsupported {
+                op,
+                device: super::trace::TRACE_KIND,
+            });
+        }
+        if bindings.len() > MAX_BINDINGS {
+            return Err(refuse(
+                "more than 64 bound tensors; bind fewer (concatenate parameters into one tensor)",
+            ));
+        }
+        let bufs = &recording.buffers;
+        // Each buffer's first and last step, and whether it is written.
+        let mut first = vec![usize::MAX; bufs.len()];
+        let mut last = vec![0usize; bufs.len()];
+        let mut written = vec![false; bufs.len()];
+        for (i, c) in recording.calls.iter().enumerate() {
+            for (k, o) in c.operands.iter().enumerate() {
+                first[o.buf] = first[o.buf].min(i);
+                last[o.buf] = i;
+                if k + 1 == c.operands.len() {
+                    written[o.buf] = true;
+                }
+                if o.dtype != DType::F32
+                    && o.dtype != DType::Bool
+                    && !matches!(c.kernel, Kernel::Write(..))
+                {
+                    return Err(refuse(
+                        "the recorded function uses a dtype other than f32 and bool; plans replay f32 models",
+                    ));
+                }
+            }
+        }
+        let mut places = vec![Place::Unused; bufs.len()];
+        for (b, buf) in bufs.iter().enumerate() {
+            if first[b] == usize::MAX {
+                continue;
+            }
+            places[b] = if buf.created {
+                Place::Arena
+            } else if written[b] {
+                Place::Unused // must be bound as state; checked below
+            } else {
+                Place::Const
+            };
+        }
+        let mut bound = Vec::with_capacity(bindings.len());
+        for (i, bd) in bindings.iter().enumerate() {
+            let t = bd.tensor;
+            if t.dtype() != DType::F32 {
+                return Err(refuse("a bound tensor is not f32; bind f32 tensors"));
+            }
+            let storage = t.storage();
+            let whole = t.is_contiguous()
+                && t.offset() == 0
+                && t.numel().checked_mul(4) == Some(storage.nbytes());
+            if !whole {
+                return Err(refuse(
+                    "a bound tensor is a view or not contiguous; bind a tensor that owns all of its storage (e.g. its deep_clone(), before recording)",
+                ));
+            }
+            let addr = storage.as_ptr().addr();
+            let b = bufs
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(b, x)| x.addr == addr && x.alive && first[*b] != usize::MAX)
+                .map(|(b, _)| b)
+                .ok_or(refuse("a bound tensor was not used by the recorded function; bind only what it reads or writes"))?;
+            if bindings[..i].iter().any(|o| o.name == bd.name) {
+                return Err(refuse(
+                    "two bindings have the same name; name each bound tensor once",
+                ));
+            }
+            if matches!(places[b], Place::Bound(_)) {
+                return Err(refuse("a tensor is bound twice; bind it once"));
+            }
+            let ok = match bd.role {
+                Role::Input => !bufs[b].created && !written[b],
+                Role::State => !bufs[b].created,
+                Role::Output => bufs[b].created,
+            };
+            if !ok {
+                return Err(match bd.role {
+                    Role::Input if written[b] => refuse(
+                        "a tensor bound as an input is written by the recorded function; bind it with Binding::state",
+                    ),
+                    Role::Output => refuse(
+                        "a tensor bound as an output existed before recording; bind it with Binding::state (or input)",
+                    ),
+                    _ => refuse(
+                        "a tensor bound as an input or state was made while recording; bind it with Binding::output",
+                    ),
+                });
+            }
+            places[b] = Place::Bound(i);
+            bound.push(b);
+        }
+        for (b, p) in places.iter().enumerate() {
+            if *p == Place::Unused && first[b] != usize::MAX {
+                return Err(refuse(
+                    "the recorded function writes a tensor that existed before recording and is not bound (a parameter or optimizer state?); bind it with Binding::state",
+                ));
+            }
+        }
+
+        // Steps, with zeroing of buffers allocated zeroed and reduction
+        // scratch buffers (new buffers, live for their step only).
+        let mut extra_sizes: Vec<usize> = Vec::new();
+        let mut steps: Vec<Planned<'_>> = Vec::new();
+        let mut zeroed_done = vec![false; bufs.len()];
+        for c in recording.calls.iter() {
+            for o in &c.operands {
+                let b = &bufs[o.buf];
+                if places[o.buf] == Place::Arena && b.zeroed && !zeroed_done[o.buf] {
+                    zeroed_done[o.buf] = true;
+                    let full_overwrite = core::ptr::eq(o, c.operands.last().unwrap_or(o))
+                        && c.operands.iter().filter(|x| x.buf == o.buf).count() == 1
+                        && o.layout.is_contiguous()
+                        && o.layout.offset() == 0
+                        && o.layout.numel().checked_mul(o.dtype.size_in_bytes()) == Some(b.nbytes)
+                        && !matches!(c.kernel, Kernel::Write(..));
+                    if !full_overwrite {
+                        steps.push(Planned {
+                            kernel: kernel::ZERO,
+                            params: Vec::new(),
+                            operands: vec![Operand {
+                                buf: o.buf,
+                                layout: crate::layout::Layout::contiguous(&[b.nbytes])?,
+                                dtype: DType::U8,
+                            }],
+                            scratch: None,
+                            data: None,
+                        });
+                    }
+                }
+            }
+            let (k, params, scratch) = match &c.kernel {
+                Kernel::Fill(v) => {
+                    let bits = v.to_bits();
+                    (kernel::FILL, vec![bits as u32, (bits >> 32) as u32], None)
+                }
+                Kernel::Copy => (kernel::COPY, vec![], None),
+                Kernel::Unary(op) => {
+                    let w = format::unary_words(*op);
+                    if format::unary_of(&w) != Some(*op) {
+                        return Err(Error::Unsupported {
+                            op: op.name(),
+                            device: super::trace::TRACE_KIND,
+                        });
+                    }
+                    (kernel::UNARY, w.to_vec(), None)
+                }
+                Kernel::Binary(op) => (kernel::BINARY, vec![op.code()], None),
+                Kernel::Compare(op) => (kernel::COMPARE, vec![op.code()], None),
+                Kernel::Where => (kernel::WHERE, vec![], None),
+                Kernel::Reduce(op, mask) => {
+                    let dst = c.operands.last().map_or(0, |o| o.layout.numel());
+                    let s = bufs.len() + extra_sizes.len();
+                    extra_sizes.push(
+                        dst.checked_mul(8)
+                            .ok_or(refuse("a reduction is too large"))?,
+                    );
+                    (
+                        kernel::REDUCE,
+                        vec![format::reduce_code(*op), *mask, word(s)?],
+                        Some(s),
+                    )
+                }
+                Kernel::Matmul => (kernel::MATMUL, vec![], None),
+                Kernel::Write(off, _) => (kernel::WRITE, vec![word(*off)?, 0, 0], None),
+            };
+            steps.push(Planned {
+                data: match &c.kernel {
+                    Kernel::Write(_, d) => Some(d),
+                    _ => None,
+                },
+                kernel: k,
+                params,
+                operands: c.operands.clone(),
+                scratch,
+            });
+        }
+
+        // Liveness over steps (scratch buffers live at their step only).
+        let n_all = bufs.len() + extra_sizes.len();
+        let mut lo = vec![usize::MAX; n_all];
+        let mut hi = vec![0usize; n_all];
+        for (i, s) in steps.iter().enumerate() {
+            for o in &s.operands {
+                lo[o.buf] = lo[o.buf].min(i);
+                hi[o.buf] = i;
+            }
+            if let Some(b) = s.scratch {
+                lo[b] = i;
+                hi[b] = i;
+            }
+        }
+        let size = |b: usize| {
+            if b < bufs.len() {
+                bufs[b].nbytes
+            } else {
+                extra_sizes[b - bufs.len()]
+            }
+        };
+        let mut arena_bufs: Vec<usize> = (0..n_all)
+            .filter(|&b| lo[b] != usize::MAX && (b >= bufs.len() || places[b] == Place::Arena))
+            .collect();
+        // Largest first; ties by first use, so the order is deterministic.
+        arena_bufs.sort_by(|&a, &b| size(b).cmp(&size(a)).then(lo[a].cmp(&lo[b])));
+        let mut offset = vec![0usize; n_all];
+        let mut placed: Vec<usize> = Vec::new();
+        let mut arena_bytes = 0usize;
+        for &b in &arena_bufs {
+            let mut taken: Vec<(usize, usize)> = placed
+                .iter()
+                .filter(|&&p| lo[p] <= hi[b] && lo[b] <= hi[p] && size(p) > 0)
+                .map(|&p| (offset[p], offset[p] + size(p)))
+                .collect();
+            taken.sort_unstable();
+            let mut at = 0usize;
+            for (s, e) in taken {
+                if at.checked_add(size(b)).is_some_and(|end| end <= s) {
+                    break;
+                }
+                at = at.max(e.next_multiple_of(ARENA_ALIGN));
+            }
+            offset[b] = at;
+            arena_bytes = arena_bytes.max(
+                at.checked_add(size(b))
+                    .ok_or(refuse("the arena exceeds the address space"))?,
+            );
+            placed.push(b);
+        }
+
+        // Encode.
+        let mut w: Vec<u32> = vec![
+            MAGIC,
+            VERSION,
+            if recording.accumulation == Accumulation::F32 {
+                format::FLAG_F32_ACC
+            } else {
+                0
+            },
+            word(arena_bytes)?,
+            word(n_all)?,
+            word(bindings.len())?,
+            word(steps.len())?,
+            0,
+        ];
+        debug_assert_eq!(w.len(), HEADER);
+        for (b, &off) in offset.iter().enumerate() {
+            let (pl, at) = match places.get(b).copied().unwrap_or(Place::Arena) {
+                Place::Arena | Place::Unused => (place::ARENA, off),
+                Place::Bound(i) => (place::BOUND, i),
+                Place::Const => (place::CONST, 0),
+            };
+            w.extend_from_slice(&[pl, word(at)?, word(size(b))?]);
+        }
+        for (bd, &b) in bindings.iter().zip(&bound) {
+            let name = bd.name.as_bytes();
+            w.extend_from_slice(&[format::role_code(bd.role), word(b)?, word(name.len())?]);
+            for chunk in name.chunks(4) {
+                let mut q = [0u8; 4];
+                q[..chunk.len()].copy_from_slice(chunk);
+                w.push(u32::from_le_bytes(q));
+            }
+        }
+        let mut data_words: Vec<(usize, &[u8])> = Vec::new(); // (word of params[1], bytes)
+        for s in &steps {
+            let start = w.len();
+            w.extend_from_slice(&[0, s.kernel, word(s.params.len())?]);
+            if let Some(d) = s.data {
+                data_words.push((w.len() + 1, d));
+            }
+            w.extend_from_slice(&s.params);
+            w.push(word(s.operands.len())?);
+            for o in &s.operands {
+                w.extend_from_slice(&[
+                    word(o.buf)?,
+                    format::dtype_code(o.dtype).ok_or(refuse("a dtype other than f32 and bool"))?,
+                    word(o.layout.rank())?,
+                    word(o.layout.offset())?,
+                ]);
+                for &d in o.layout.shape().iter() {
+                    w.push(word(d)?);
+                }
+                for &d in o.layout.strides().iter() {
+                    w.push(word(d)?);
+                }
+            }
+            w[start] = word(w.len() - start)?;
+        }
+        // Written data and constants follow the steps.
+        for (param_at, data) in data_words {
+            let at = w.len();
+            push_bytes(&mut w, data);
+            w[param_at] = word(at)?;
+            w[param_at + 1] = word(data.len())?;
+        }
+        for (b, buf) in bufs.iter().enumerate() {
+            if places[b] == Place::Const {
+                let at = w.len();
+                let bytes = buf.data.as_deref().ok_or(refuse(
+                    "a tensor read by the recorded function could not be captured (out of memory while recording)",
+                ))?;
+                push_bytes(&mut w, bytes);
+                w[HEADER + 3 * b + 1] = word(at)?;
+            }
+        }
+        w[7] = word(w.len())?;
+        // The plan must read back as it was meant.
+        super::PlanRef::new(&w)?;
+        Ok(Plan { words: w })
+    }
+}
+
+fn push_bytes(w: &mut Vec<u32>, data: &[u8]) {
+    for chunk in data.chunks(4) {
+        let mut q = [0u8; 4];
+        q[..chunk.len()].copy_from_slice(chunk);
+        w.push(u32::from_le_bytes(q));
+    }
+}

@@ -1,0 +1,718 @@
+//! The serialised plan: little-endian `u32` words, validated once.
+//!
+//! NOTE [Plan words]
+//! ```text
+//! header    MAGIC VERSION flags arena_bytes n_buffers n_bindings n_steps n_words
+//! buffers   n_buffers x [place, where, nbytes]
+//!             place ARENA: where = byte offset in the arena (16-aligned)
+//!             place BOUND: where = binding index
+//!             place CONST: where = word index of the data in this plan
+//! bindings  n_bindings x [role, buffer, name_len, name bytes padded to words]
+//! steps     n_steps x [n_words, kernel, n_params, params.., n_operands, operands..]
+//!             operand = [buffer, dtype, rank, offset, shape[rank], strides[rank]]
+//! constants the bytes of CONST buffers and of written data, word-aligned
+//! ```
+//! [`PlanRef::new`] checks everything a replay relies on: every range in
+//! the words, every layout's reach inside its buffer (checked arithmetic),
+//! every kernel's operand count, dtypes and shapes, that a step's arena
+//! buffers are exactly equal or disjoint, and that nothing writes an input
+//! or a constant. A replay then indexes without re-checking, so a corrupt
+//! plan is an `Err` here and never reaches a kernel.
+
+use super::Role;
+use crate::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shape::{Dims, MAX_RANK};
+
+/// The first word of every plan: `"KPLN"` read little-endian.
+pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"KPLN");
+/// The format version this crate writes and reads.
+pub(crate) const VERSION: u32 = 1;
+/// Header flag: f32 sums accumulate in f32 (Kahan), not f64.
+pub(crate) const FLAG_F32_ACC: u32 = 1;
+/// Header length in words.
+pub(crate) const HEADER: usize = 8;
+/// Arena offsets are multiples of this (the f64 reduction scratch and any
+/// dtype a kernel reads need at most it).
+pub(crate) const ARENA_ALIGN: usize = 16;
+/// The most bound tensors one plan may have (a replay resolves names into
+/// a fixed array on the stack).
+pub const MAX_BINDINGS: usize = 64;
+
+/// Where a buffer lives.
+pub(crate) mod place {
+    pub(crate) const ARENA: u32 = 0;
+    pub(crate) const BOUND: u32 = 1;
+    pub(crate) const CONST: u32 = 2;
+}
+
+/// Kernel codes.
+pub(crate) mod kernel {
+    pub(crate) const FILL: u32 = 0;
+    pub(crate) const COPY: u32 = 1;
+    pub(crate) const UNARY: u32 = 2;
+    pub(crate) const BINARY: u32 = 3;
+    pub(crate) const COMPARE: u32 = 4;
+    pub(crate) const WHERE: u32 = 5;
+    pub(crate) const REDUCE: u32 = 6;
+    pub(crate) const MATMUL: u32 = 7;
+    /// params: byte offset in the buffer, constant word index, byte length.
+    pub(crate) const WRITE: u32 = 8;
+    /// Zeroes the whole buffer (a storage allocated zeroed).
+    pub(crate) const ZERO: u32 = 9;
+}
+
+/// The `u32` codes of the dtypes a plan carries.
+pub(crate) fn dtype_code(d: DType) -> Option<u32> {
+    match d {
+        DType::F32 => Some(0),
+        DType::Bool => Some(1),
+        DType::U8 => Some(2),
+        _ => None,
+    }
+}
+
+fn dtype_of(code: u32) -> Option<DType> {
+    match code {
+        0 => Some(DType::F32),
+        1 => Some(DType::Bool),
+        2 => Some(DType::U8),
+        _ => None,
+    }
+}
+
+pub(crate) fn role_code(r: Role) -> u32 {
+    match r {
+        Role::Input => 0,
+        Role::Output => 1,
+        Role::State => 2,
+    }
+}
+
+fn role_of(c: u32) -> Option<Role> {
+    match c {
+        0 => Some(Role::Input),
+        1 => Some(Role::Output),
+        2 => Some(Role::State),
+        _ => None,
+    }
+}
+
+/// The reduce ops by code.
+pub(crate) const REDUCE_OPS: [ReduceOp; 4] =
+    [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod];
+
+pub(crate) fn reduce_code(op: ReduceOp) -> u32 {
+    match op {
+        ReduceOp::Sum => 0,
+        ReduceOp::Max => 1,
+        ReduceOp::Min => 2,
+        ReduceOp::Prod => 3,
+    }
+}
+
+/// A unary op as words: code, its two parameters as f64 bits, flags.
+pub(crate) fn unary_words(op: UnaryOp) -> [u32; 6] {
+    let (p0, p1, fl) = op.cuda_args();
+    let (a, b) = (p0.to_bits(), p1.to_bits());
+    [
+        op.code(),
+        a as u32,
+        (a >> 32) as u32,
+        b as u32,
+        (b >> 32) as u32,
+        fl as u32,
+    ]
+}
+
+/// The unary op of [`unary_words`], or `None` when the words name none.
+pub(crate) fn unary_of(w: &[u32]) -> Option<UnaryOp> {
+    let [code, a0, a1, b0, b1, fl] = *w else {
+        return None;
+    };
+    let p0 = f64::from_bits(u64::from(a0) | (u64::from(a1) << 32));
+    let p1 = f64::from_bits(u64::from(b0) | (u64::from(b1) << 32));
+    let fl = fl as i32;
+    let op = match UnaryOp::plain_from_code(code) {
+        Some(op) => op,
+        None => [
+            UnaryOp::Powf(p0),
+            UnaryOp::Clamp((fl & 1 != 0).then_some(p0), (fl & 2 != 0).then_some(p1)),
+            UnaryOp::Affine { mul: p0, add: p1 },
+            UnaryOp::Softplus(p0, p1),
+            UnaryOp::Hardtanh(p0, p1),
+            UnaryOp::LeakyRelu(p0),
+            UnaryOp::Elu(p0),
+        ]
+        .into_iter()
+        .find(|c| c.code() == code)?,
+    };
+    // Only the exact words of an op decode to it (a flag or parameter
+    // that the op would not write is a corrupt plan).
+    (unary_words(op) == [code, a0, a1, b0, b1, fl as u32]).then_some(op)
+}
+
+/// A corrupt-plan error.
+pub(crate) fn corrupt(reason: &'static str) -> Error {
+    Error::InvalidArgument {
+        op: "PlanRef::new",
+        reason,
+    }
+}
+
+/// A decoded operand: its buffer and layout.
+pub(crate) struct Opnd {
+    pub(crate) buf: usize,
+    pub(crate) dtype: DType,
+    pub(crate) layout: Layout,
+}
+
+/// One decoded step.
+pub(crate) struct Step<'a> {
+    pub(crate) kernel: u32,
+    pub(crate) params: &'a [u32],
+    /// The operand words, decoded by [`Step::operand`].
+    operand_words: &'a [u32],
+    pub(crate) n_operands: usize,
+}
+
+impl Step<'_> {
+    /// The operands, in order (sources, then the destination).
+    pub(crate) fn operands<const N: usize>(&self) -> Result<[Opnd; N]> {
+        if self.n_operands != N {
+            return Err(corrupt("a step has the wrong number of operands"));
+        }
+        let mut at = 0usize;
+        let mut out: [Option<Opnd>; N] = core::array::from_fn(|_| None);
+        for o in out.iter_mut() {
+            let (opnd, used) = decode_operand(self.operand_words.get(at..).unwrap_or(&[]))?;
+            at += used;
+            *o = Some(opnd);
+        }
+        let mut it = out.into_iter();
+        Ok(core::array::from_fn(|_| {
+            it.next().flatten().unwrap_or(Opnd {
+                buf: usize::MAX,
+                dtype: DType::U8,
+                layout: Layout::from_dims(Dims::new(), Dims::new(), 0),
+            })
+        }))
+    }
+}
+
+fn decode_operand(w: &[u32]) -> Result<(Opnd, usize)> {
+    let bad = || corrupt("an operand runs past its step");
+    let (&buf, &dt, &rank, &offset) = match w {
+        [a, b, c, d, ..] => (a, b, c, d),
+        _ => return Err(bad()),
+    };
+    let rank = rank as usize;
+    if rank > MAX_RANK {
+        return Err(corrupt("an operand has more than 8 dimensions"));
+    }
+    let dims = w.get(4..4 + 2 * rank).ok_or_else(bad)?;
+    let mut shape = Dims::new();
+    let mut strides = Dims::new();
+    for i in 0..rank {
+        shape.push(dims[i] as usize)?;
+        strides.push(dims[rank + i] as usize)?;
+    }
+    let dtype = dtype_of(dt).ok_or(corrupt("an operand has an unknown dtype"))?;
+    Ok((
+        Opnd {
+            buf: buf as usize,
+            dtype,
+            layout: Layout::from_dims(shape, strides, offset as usize),
+        },
+        4 + 2 * rank,
+    ))
+}
+
+/// A buffer's entry.
+#[derive(Clone, Copy)]
+pub(crate) struct BufEntry {
+    pub(crate) place: u32,
+    pub(crate) at: usize,
+    pub(crate) nbytes: usize,
+}
+
+/// A validated plan, borrowed: what a replay reads (NOTE [Plan words]).
+///
+/// ```
+/// use kael_core::plan::{Accumulation, Binding, Bind, Plan, PlanRef, Tracer};
+/// use kael_core::Tensor;
+/// let tracer = Tracer::new(Accumulation::F64);
+/// let x = Tensor::from_slice(&[1.0f32, -2.0], &[2], &tracer.device())?;
+/// let (y, rec) = tracer.record(|| x.relu())?;
+/// let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+/// let words = plan.words();
+/// let view = PlanRef::new(words)?;
+/// let mut arena = [0u8; 0];
+/// let mut out = [0.0f32; 2];
+/// view.run(&mut arena, &mut [Bind::input("x", &[-1.0, 3.0]), Bind::output("y", &mut out)])?;
+/// assert_eq!(out, [0.0, 3.0]);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct PlanRef<'a> {
+    pub(crate) words: &'a [u32],
+}
+
+impl<'a> PlanRef<'a> {
+    /// Validates `words` (NOTE [Plan words]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming what is wrong when the words are
+    /// not a plan this version of kael wrote.
+    pub fn new(words: &'a [u32]) -> Result<Self> {
+        let p = Self { words };
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// [`PlanRef::new`] over bytes (e.g. `include_bytes!`), which must be
+    /// 4-byte aligned.
+    ///
+    /// # Errors
+    /// As [`PlanRef::new`]; [`Error::InvalidArgument`] when the bytes are
+    /// not 4-byte aligned or not whole words.
+    pub fn from_bytes(bytes: &'a [u8]) -> Result<Self> {
+        let words = bytemuck::try_cast_slice::<u8, u32>(bytes).map_err(|_| Error::InvalidArgument {
+            op: "PlanRef::from_bytes",
+            reason: "the plan bytes are not whole, 4-byte aligned words; embed them aligned (e.g. in a #[repr(align(4))] struct) or use Plan::from_bytes, which copies",
+        })?;
+        Self::new(words)
+    }
+
+    fn word(&self, i: usize) -> Result<u32> {
+        self.words
+            .get(i)
+            .copied()
+            .ok_or(corrupt("the plan is shorter than its header says"))
+    }
+
+    /// The arena bytes a replay needs: exactly the peak of the buffers the
+    /// planner placed there.
+    pub fn arena_bytes(&self) -> usize {
+        self.words.get(3).copied().unwrap_or(0) as usize
+    }
+
+    /// Whether the plan was traced with f32 accumulation.
+    pub fn f32_accumulation(&self) -> bool {
+        self.words.get(2).copied().unwrap_or(0) & FLAG_F32_ACC != 0
+    }
+
+    pub(crate) fn n_buffers(&self) -> usize {
+        self.words.get(4).copied().unwrap_or(0) as usize
+    }
+
+    /// How many tensors are bound.
+    pub fn n_bindings(&self) -> usize {
+        self.words.get(5).copied().unwrap_or(0) as usize
+    }
+
+    /// How many kernel steps the plan runs.
+    pub fn n_steps(&self) -> usize {
+        self.words.get(6).copied().unwrap_or(0) as usize
+    }
+
+    pub(crate) fn buffer(&self, b: usize) -> Result<BufEntry> {
+        let i = HEADER + 3 * b;
+        if b >= self.n_buffers() {
+            return Err(corrupt("an operand names a buffer the plan does not have"));
+        }
+        Ok(BufEntry {
+            place: self.word(i)?,
+            at: self.word(i + 1)? as usize,
+            nbytes: self.word(i + 2)? as usize,
+        })
+    }
+
+    fn bindings_start(&self) -> usize {
+        HEADER + 3 * self.n_buffers()
+    }
+
+    /// The bound tensors in order: name, role, buffer index and element
+    /// count (f32).
+    ///
+    /// # Errors
+    /// A corrupt binding table (never for a validated plan).
+    pub fn binding(&self, i: usize) -> Result<(&'a str, Role, usize)> {
+        let mut at = self.bindings_start();
+        for _ in 0..i {
+            let len = self.word(at + 2)? as usize;
+            at = at + 3 + len.div_ceil(4);
+        }
+        let role = role_of(self.word(at)?).ok_or(corrupt("a binding has an unknown role"))?;
+        let buf = self.word(at + 1)? as usize;
+        let len = self.word(at + 2)? as usize;
+        let name_words = self
+            .words
+            .get(at + 3..at + 3 + len.div_ceil(4))
+            .ok_or(corrupt("a binding's name runs past the plan"))?;
+        let bytes: &'a [u8] = bytemuck::cast_slice(name_words);
+        let name = core::str::from_utf8(bytes.get(..len).unwrap_or(&[]))
+            .map_err(|_| corrupt("a binding's name is not UTF-8"))?;
+        Ok((name, role, buf))
+    }
+
+    fn steps_start(&self) -> Result<usize> {
+        let mut at = self.bindings_start();
+        for _ in 0..self.n_bindings() {
+            let len = self.word(at + 2)? as usize;
+            at = at
+                .checked_add(3 + len.div_ceil(4))
+                .ok_or(corrupt("a binding's name runs past the plan"))?;
+        }
+        Ok(at)
+    }
+
+    /// Calls `f` with each step in order.
+    pub(crate) fn for_each_step(&self, mut f: impl FnMut(Step<'a>) -> Result<()>) -> Result<()> {
+        let mut at = self.steps_start()?;
+        for _ in 0..self.n_steps() {
+            let len = self.word(at)? as usize;
+            let end = at
+                .checked_add(len)
+                .filter(|&e| e <= self.words.len() && len >= 4)
+                .ok_or(corrupt("a step runs past the plan"))?;
+            let w = &self.words[at..end];
+            let kernel = w[1];
+            let n_params = w[2] as usize;
+            let params = w
+                .get(3..3 + n_params)
+                .ok_or(corrupt("a step's parameters run past it"))?;
+            let n_operands =
+                *w.get(3 + n_params)
+                    .ok_or(corrupt("a step's parameters run past it"))? as usize;
+            f(Step {
+                kernel,
+                params,
+                operand_words: &w[4 + n_params..],
+                n_operands,
+            })?;
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// The constant words at `at` holding `nbytes`.
+    pub(crate) fn constant(&self, at: usize, nbytes: usize) -> Result<&'a [u8]> {
+        let words = self
+            .words
+            .get(at..at.saturating_add(nbytes.div_ceil(4)))
+            .ok_or(corrupt("a constant runs past the plan"))?;
+        let bytes: &'a [u8] = bytemuck::cast_slice(words);
+        bytes
+            .get(..nbytes)
+            .ok_or(corrupt("a constant runs past the plan"))
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.words.len() < HEADER || self.words[0] != MAGIC {
+            return Err(corrupt(
+                "these bytes are not a kael plan (no KPLN header); pass what Plan::to_bytes wrote",
+            ));
+        }
+        if self.words[1] != VERSION {
+            return Err(corrupt(
+                "the plan was written by another version of kael's plan format; build it again with this version",
+            ));
+        }
+        if self.words[2] & !FLAG_F32_ACC != 0 {
+            return Err(corrupt("the plan header has unknown flags"));
+        }
+        if self.words[7] as usize != self.words.len() {
+            return Err(corrupt(
+                "the plan's length differs from its header's (truncated or padded bytes)",
+            ));
+        }
+        let arena = self.arena_bytes();
+        for b in 0..self.n_buffers() {
+            let e = self.buffer(b)?;
+            match e.place {
+                place::ARENA => {
+                    if e.at % ARENA_ALIGN != 0
+                        || e.at.checked_add(e.nbytes).is_none_or(|end| end > arena)
+                    {
+                        return Err(corrupt("an arena buffer lies outside the arena"));
+                    }
+                }
+                place::BOUND => {
+                    let (_, _, buf) = self.binding(e.at)?;
+                    if e.at >= self.n_bindings() || buf != b {
+                        return Err(corrupt("a bound buffer and its binding disagree"));
+                    }
+                }
+                place::CONST => {
+                    self.constant(e.at, e.nbytes)?;
+                    if e.at < HEADER {
+                        return Err(corrupt("a constant overlaps the header"));
+                    }
+                }
+                _ => return Err(corrupt("a buffer has an unknown place")),
+            }
+        }
+        if self.n_bindings() > MAX_BINDINGS {
+            return Err(corrupt("the plan binds more than 64 tensors"));
+        }
+        for i in 0..self.n_bindings() {
+            let (name, _, buf) = self.binding(i)?;
+            let e = self.buffer(buf)?;
+            if e.place != place::BOUND || e.at != i || e.nbytes % 4 != 0 {
+                return Err(corrupt("a binding names a buffer that is not bound to it"));
+            }
+            for j in 0..i {
+                if self.binding(j)?.0 == name {
+                    return Err(corrupt("two bindings have the same name"));
+                }
+            }
+        }
+        self.for_each_step(|s| self.validate_step(&s))
+    }
+
+    fn validate_step(&self, s: &Step<'_>) -> Result<()> {
+        use kernel::*;
+        let np = s.params.len();
+        match (s.kernel, np) {
+            (FILL, 2) | (COPY, 0) | (WHERE, 0) | (MATMUL, 0) | (ZERO, 0) => {}
+            (UNARY, 6) => {
+                unary_of(s.params).ok_or(corrupt("a unary step names no unary op"))?;
+            }
+            (BINARY, 1) => {
+                BinaryOp::ALL
+                    .get(s.params[0] as usize)
+                    .ok_or(corrupt("a binary step names no binary op"))?;
+            }
+            (COMPARE, 1) => {
+                CmpOp::ALL
+                    .get(s.params[0] as usize)
+                    .ok_or(corrupt("a compare step names no comparison"))?;
+            }
+            (REDUCE, 3) => {
+                REDUCE_OPS
+                    .get(s.params[0] as usize)
+                    .ok_or(corrupt("a reduce step names no reduction"))?;
+            }
+            (WRITE, 3) => {}
+            _ => return Err(corrupt("a step has an unknown kernel or parameter count")),
+        }
+        match s.kernel {
+            FILL | ZERO => {
+                let [d] = s.operands::<1>()?;
+                self.check_operands(s.kernel, 0, &[], &d)
+            }
+            WRITE => {
+                let [d] = s.operands::<1>()?;
+                let e = self.buffer(d.buf)?;
+                self.check_writable(e)?;
+                let (off, at, len) = (
+                    s.params[0] as usize,
+                    s.params[1] as usize,
+                    s.params[2] as usize,
+                );
+                self.constant(at, len)?;
+                if off.checked_add(len).is_none_or(|end| end > e.nbytes) {
+                    return Err(corrupt("a write runs past its buffer"));
+                }
+                Ok(())
+            }
+            COPY | UNARY => {
+                let [a, d] = s.operands::<2>()?;
+                self.check_operands(s.kernel, 0, &[&a], &d)
+            }
+            BINARY | COMPARE => {
+                let [a, b, d] = s.operands::<3>()?;
+                self.check_operands(s.kernel, 0, &[&a, &b], &d)
+            }
+            WHERE => {
+                let [c, t, f, d] = s.operands::<4>()?;
+                self.check_operands(s.kernel, 0, &[&c, &t, &f], &d)
+            }
+            REDUCE => {
+                let [a, d] = s.operands::<2>()?;
+                self.check_operands(s.kernel, s.params[1], &[&a], &d)?;
+                let scratch = self.buffer(s.params[2] as usize)?;
+                let need = d.layout.numel().checked_mul(8);
+                if scratch.place != place::ARENA || need.is_none_or(|n| n > scratch.nbytes) {
+                    return Err(corrupt(
+                        "a reduction's scratch buffer is missing or too small",
+                    ));
+                }
+                for o in [&a, &d] {
+                    let e = self.buffer(o.buf)?;
+                    if e.place == place::ARENA && overlaps(e, scratch) {
+                        return Err(corrupt("a reduction's scratch overlaps an operand"));
+                    }
+                }
+                Ok(())
+            }
+            _ => {
+                let [a, b, d] = s.operands::<3>()?;
+                self.check_operands(s.kernel, 0, &[&a, &b], &d)
+            }
+        }
+    }
+
+    fn check_writable(&self, e: BufEntry) -> Result<()> {
+        if e.place == place::CONST {
+            return Err(corrupt("a step writes a constant"));
+        }
+        if e.place == place::BOUND && self.binding(e.at)?.1 == Role::Input {
+            return Err(corrupt("a step writes an input"));
+        }
+        Ok(())
+    }
+
+    fn check_operands(&self, kernel: u32, mask: u32, srcs: &[&Opnd], dst: &Opnd) -> Result<()> {
+        let de = self.buffer(dst.buf)?;
+        self.check_writable(de)?;
+        for o in srcs.iter().copied().chain([dst]) {
+            let e = self.buffer(o.buf)?;
+            let size = o.dtype.size_in_bytes();
+            let reach = if o.layout.numel() == 0 {
+                Some(0)
+            } else {
+                checked_reach(&o.layout).and_then(|r| r.checked_mul(size))
+            };
+            if reach.is_none_or(|r| r > e.nbytes) {
+                return Err(corrupt("an operand's layout reaches past its buffer"));
+            }
+            if e.place != place::ARENA && e.at == usize::MAX {
+                return Err(corrupt("an operand has a bad place"));
+            }
+        }
+        let want = |o: &Opnd, d: DType| -> Result<()> {
+            if o.dtype == d {
+                Ok(())
+            } else {
+                Err(corrupt("an operand has a dtype its kernel does not take"))
+            }
+        };
+        let same_shape = |o: &Opnd| -> Result<()> {
+            if o.layout.shape() == dst.layout.shape() {
+                Ok(())
+            } else {
+                Err(corrupt("an elementwise step's operands differ in shape"))
+            }
+        };
+        use kernel::*;
+        match kernel {
+            FILL => {
+                if dst.dtype != DType::F32 && dst.dtype != DType::Bool {
+                    return Err(corrupt("a fill has a dtype it does not take"));
+                }
+            }
+            ZERO => want(dst, DType::U8)?,
+            COPY => {
+                same_shape(srcs[0])?;
+                want(srcs[0], dst.dtype)?;
+                if dst.dtype == DType::U8 {
+                    return Err(corrupt("a copy has a dtype it does not take"));
+                }
+            }
+            UNARY | BINARY | REDUCE => {
+                want(dst, DType::F32)?;
+                for s in srcs {
+                    want(s, DType::F32)?;
+                    if kernel != REDUCE {
+                        same_shape(s)?;
+                    }
+                }
+                if kernel == REDUCE {
+                    let (a, d) = (srcs[0].layout.shape(), dst.layout.shape());
+                    let reduced = |k: usize| mask & (1 << k) != 0;
+                    if a.rank() != d.rank()
+                        || mask >> a.rank() != 0
+                        || a.iter()
+                            .zip(d.iter())
+                            .enumerate()
+                            .any(|(k, (&x, &y))| if reduced(k) { y != 1 } else { y != x })
+                    {
+                        return Err(corrupt(
+                            "a reduction's destination does not match its source",
+                        ));
+                    }
+                }
+            }
+            COMPARE => {
+                want(dst, DType::Bool)?;
+                for s in srcs {
+                    want(s, DType::F32)?;
+                    same_shape(s)?;
+                }
+            }
+            WHERE => {
+                want(srcs[0], DType::Bool)?;
+                want(dst, DType::F32)?;
+                for s in srcs {
+                    same_shape(s)?;
+                }
+                want(srcs[1], DType::F32)?;
+                want(srcs[2], DType::F32)?;
+            }
+            _ => {
+                // matmul
+                for o in srcs.iter().copied().chain([dst]) {
+                    want(o, DType::F32)?;
+                }
+                let (a, b, d) = (
+                    srcs[0].layout.shape(),
+                    srcs[1].layout.shape(),
+                    dst.layout.shape(),
+                );
+                let r = d.rank();
+                if r < 2
+                    || a.rank() != r
+                    || b.rank() != r
+                    || a[..r - 2] != d[..r - 2]
+                    || b[..r - 2] != d[..r - 2]
+                    || a[r - 2] != d[r - 2]
+                    || b[r - 1] != d[r - 1]
+                    || a[r - 1] != b[r - 2]
+                {
+                    return Err(corrupt("a matmul's operand shapes do not agree"));
+                }
+            }
+        }
+        // Aliasing: every source either is the destination exactly (an
+        // elementwise kernel only) or shares no arena bytes with it, and
+        // sources never partly overlap each other.
+        for s in srcs {
+            let se = self.buffer(s.buf)?;
+            if s.buf == dst.buf {
+                let exact = s.layout == dst.layout && s.dtype == dst.dtype;
+                if !exact || !matches!(kernel, COPY | UNARY | BINARY) {
+                    return Err(corrupt(
+                        "a step reads its destination other than exactly in place",
+                    ));
+                }
+            } else if se.place == place::ARENA && de.place == place::ARENA && overlaps(se, de) {
+                return Err(corrupt("a step's source and destination share arena bytes"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether two arena buffers share a byte.
+fn overlaps(a: BufEntry, b: BufEntry) -> bool {
+    a.nbytes > 0
+        && b.nbytes > 0
+        && a.at < b.at.saturating_add(b.nbytes)
+        && b.at < a.at.saturating_add(a.nbytes)
+}
+
+/// One past the furthest element of a non-empty layout, or `None` on
+/// overflow.
+fn checked_reach(l: &Layout) -> Option<usize> {
+    l.shape()
+        .iter()
+        .zip(l.strides().iter())
+        .try_fold(l.offset(), |acc, (&d, &s)| {
+            acc.checked_add(d.checked_sub(1)?.checked_mul(s)?)
+        })?
+        .checked_add(1)
+}

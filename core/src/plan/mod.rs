@@ -1,0 +1,291 @@
+//! Planned execution: trace a function of tensors once, size its arena
+//! exactly, replay it with no heap.
+//!
+//! NOTE [Planned execution]
+//! Eager execution pays per op for what a fixed computation does not need:
+//! a tensor handle and its metadata on the heap, reference counts, shape
+//! and dtype checks, autograd bookkeeping, and an allocator that can
+//! fragment. A firmware loop runs the same forward (or training step)
+//! forever, so kael records it once and replays the kernels:
+//!
+//! 1. **Trace.** Build the model on a [`Tracer`]'s device and call
+//!    [`Tracer::record`] around one forward, or one whole training step
+//!    (forward, `backward`, optimizer step). The device runs the reference
+//!    CPU kernels eagerly and writes each call down: kernel, operands'
+//!    buffers, layouts and dtypes (NOTE [Buffer identity in a trace]).
+//! 2. **Plan.** [`Plan::build`] binds named tensors (inputs, outputs,
+//!    trained state), keeps unbound read-only tensors as constants of the
+//!    plan (frozen weights, in flash when the plan is), and gives every
+//!    other buffer an offset in one arena by liveness (NOTE [Arena
+//!    planning]). [`Plan::arena_bytes`] is exact, and [`Plan::to_bytes`]
+//!    serialises it so a host build can compute it and the firmware embed
+//!    it (NOTE [Plan words]).
+//! 3. **Replay.** [`PlanRef::run`] (or a [`Replayer`] that links only the
+//!    kernels a firmware image needs) checks the bindings and the arena
+//!    once and runs the kernels on them: no allocation, no reference
+//!    counts, no per-op validation. Results are bit-identical to the eager
+//!    tracing device's, because the replay kernels share its arithmetic.
+//!
+//! ```
+//! use kael_core::nn::{Linear, Module};
+//! use kael_core::plan::{Accumulation, Arena, Bind, Binding, Plan, Tracer};
+//! use kael_core::{Rng, Tensor};
+//! let tracer = Tracer::new(Accumulation::F64);
+//! let dev = tracer.device();
+//! let mut rng = Rng::new(0);
+//! let layer = Linear::new(3, 2, true, &dev, &mut rng)?;
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[1, 3], &dev)?;
+//! let (y, rec) = tracer.record(|| layer.forward(&x)?.relu())?;
+//! let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+//! // The weights are constants of the plan; the arena holds x @ wᵀ + b.
+//! let mut arena = Arena::<64>::new();
+//! assert!(plan.arena_bytes() <= 64);
+//! let mut out = [0.0f32; 2];
+//! plan.run(arena.as_mut_slice(), &mut [Bind::input("x", &[1.0, 2.0, 3.0]), Bind::output("y", &mut out)])?;
+//! assert_eq!(out.to_vec(), y.to_vec::<f32>()?); // bit for bit
+//! # Ok::<(), kael_core::Error>(())
+//! ```
+//!
+//! What a plan replays: f32 (and bool masks) copies, fills, the op table's
+//! unary, binary and comparison ops, `where`, reductions and matrix
+//! products. Softmax, index ops and casts between dtypes are refused by
+//! [`Plan::build`] for now (an `Err` that names the op). Host control flow
+//! inside the recorded function is frozen as it went when recorded.
+
+mod build;
+mod format;
+mod replay;
+mod trace;
+
+pub use format::{MAX_BINDINGS, PlanRef};
+pub use replay::{Arena, Bind, Replayer};
+pub use trace::{Accumulation, Recording, TRACE_KIND, Tracer};
+
+use crate::error::Result;
+use crate::tensor::Tensor;
+use alloc::vec::Vec;
+
+/// What a bound tensor is to a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Read only; supplied by each replay.
+    Input,
+    /// Made by the recorded function; written into the caller's slice.
+    Output,
+    /// Read and updated in place (parameters, optimizer buffers).
+    State,
+}
+
+/// A tensor named for [`Plan::build`].
+///
+/// ```
+/// use kael_core::plan::{Binding, Role, Tracer, Accumulation};
+/// use kael_core::Tensor;
+/// let t = Tracer::new(Accumulation::F64);
+/// let w = Tensor::zeros(&[2], kael_core::DType::F32, &t.device())?;
+/// assert_eq!(Binding::state("w", &w).role(), Role::State);
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<'a> {
+    name: &'a str,
+    tensor: &'a Tensor,
+    role: Role,
+}
+
+impl<'a> Binding<'a> {
+    /// An input (from before recording, only read).
+    pub fn input(name: &'a str, tensor: &'a Tensor) -> Self {
+        Self {
+            name,
+            tensor,
+            role: Role::Input,
+        }
+    }
+
+    /// An output (made while recording).
+    pub fn output(name: &'a str, tensor: &'a Tensor) -> Self {
+        Self {
+            name,
+            tensor,
+            role: Role::Output,
+        }
+    }
+
+    /// State (from before recording, updated in place).
+    pub fn state(name: &'a str, tensor: &'a Tensor) -> Self {
+        Self {
+            name,
+            tensor,
+            role: Role::State,
+        }
+    }
+
+    /// The role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+}
+
+/// A plan, owned: validated words (NOTE [Plan words]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Plan {
+    words: Vec<u32>,
+}
+
+impl core::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let r = self.as_ref();
+        write!(
+            f,
+            "Plan {{ {} steps, {} bindings, arena {} B, {} B serialised }}",
+            r.n_steps(),
+            r.n_bindings(),
+            r.arena_bytes(),
+            self.words.len() * 4
+        )
+    }
+}
+
+impl Plan {
+    /// The validated view a replay reads.
+    pub fn as_ref(&self) -> PlanRef<'_> {
+        PlanRef { words: &self.words }
+    }
+
+    /// The plan's words.
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
+    /// The exact arena size a replay needs, in bytes.
+    pub fn arena_bytes(&self) -> usize {
+        self.as_ref().arena_bytes()
+    }
+
+    /// The serialised plan (little-endian words).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// A plan from [`Plan::to_bytes`]'s bytes (copied, so any alignment).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the
+    /// bytes are not whole words or not a valid plan.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Plan> {
+        if bytes.len() % 4 != 0 {
+            return Err(crate::Error::InvalidArgument {
+                op: "Plan::from_bytes",
+                reason: "the plan bytes are not whole 4-byte words (truncated?); pass all of what Plan::to_bytes wrote",
+            });
+        }
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(bytes.len() / 4)
+            .map_err(|_| crate::Error::OutOfMemory {
+                requested: bytes.len(),
+                available: None,
+            })?;
+        words.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        PlanRef::new(&words)?;
+        Ok(Plan { words })
+    }
+
+    /// Replays the plan ([`PlanRef::run`]).
+    ///
+    /// # Errors
+    /// As [`Replayer::run`].
+    pub fn run(&self, arena: &mut [u8], binds: &mut [Bind<'_>]) -> Result<()> {
+        self.as_ref().run(arena, binds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Replays under Miri (the raw-pointer slices of `replay`): every
+    //! kernel kind, in place and out of place, against the eager device.
+    use super::*;
+    use crate::Tensor;
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn a_small_training_step_replays_the_eager_bits() -> Result<()> {
+        for acc in [Accumulation::F64, Accumulation::F32] {
+            let tracer = Tracer::new(acc);
+            let dev = tracer.device();
+            let w0 = [0.5f32, -0.25, 0.75, 0.1, -0.6, 0.3];
+            let w = Tensor::from_slice(&w0, &[2, 3], &dev)?.requires_grad_(true)?;
+            let x = Tensor::from_slice(&[1.0f32, 2.0, -1.0], &[1, 3], &dev)?;
+            let (loss, rec) = tracer.record(|| {
+                w.zero_grad();
+                let h = x.matmul(&w.t()?)?.tanh()?;
+                let loss = h.sqr()?.sum_all()?;
+                loss.backward()?;
+                let g = w.grad().ok_or(crate::Error::InvalidArgument {
+                    op: "test",
+                    reason: "no grad",
+                })?;
+                crate::no_grad(|| w.sub_(&g.mul_scalar(0.1)?))?;
+                Ok(loss)
+            })?;
+            let plan = Plan::build(
+                &rec,
+                &[
+                    Binding::input("x", &x),
+                    Binding::state("w", &w),
+                    Binding::output("loss", &loss),
+                ],
+            )?;
+            let mut wd = w0;
+            let mut l = [0.0f32];
+            let mut arena = Arena::<256>::new();
+            plan.run(
+                arena.as_mut_slice(),
+                &mut [
+                    Bind::input("x", &[1.0, 2.0, -1.0]),
+                    Bind::state("w", &mut wd),
+                    Bind::output("loss", &mut l),
+                ],
+            )?;
+            assert_eq!(bits(&l), bits(&loss.to_vec::<f32>()?));
+            assert_eq!(bits(&wd), bits(&w.to_vec::<f32>()?));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn compare_where_and_in_place_steps_replay() -> Result<()> {
+        let tracer = Tracer::new(Accumulation::F64);
+        let dev = tracer.device();
+        let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0, -4.0], &[2, 2], &dev)?;
+        let (y, rec) = tracer.record(|| {
+            let zero = Tensor::zeros(&[2, 2], crate::DType::F32, &dev)?;
+            let y = x.gt(&zero)?.where_cond(&x, &zero)?; // relu by hand
+            y.add_(&y)?; // exactly in place
+            let s = y.sum(&[1], true)?; // a reduction with scratch
+            y.mul_(&s)?; // broadcast source, in place
+            Ok(y)
+        })?;
+        let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+        let mut out = [0.0f32; 4];
+        let mut arena = Arena::<256>::new();
+        plan.run(
+            arena.as_mut_slice(),
+            &mut [
+                Bind::input("x", &[1.0, -2.0, 3.0, -4.0]),
+                Bind::output("y", &mut out),
+            ],
+        )?;
+        assert_eq!(out.to_vec(), y.to_vec::<f32>()?);
+        assert_eq!(out, [4.0, 0.0, 36.0, 0.0]);
+        Ok(())
+    }
+}

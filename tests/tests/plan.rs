@@ -1,0 +1,521 @@
+//! Planned execution (NOTE [Planned execution]): a traced forward or
+//! training step, replayed on an exact arena, gives the eager device's bits.
+
+use kael_core::nn::{Linear, Module, Reduction, mse_loss};
+use kael_core::optim::{Optimizer, Sgd, SgdConfig};
+use kael_core::plan::{Accumulation, Arena, Bind, Binding, Plan, PlanRef, Replayer, Tracer};
+use kael_core::{Device, Error, Result, Rng, Tensor};
+
+/// The TFLite Micro hello_world model: 1-16-16-1, ReLU.
+struct Sine {
+    l1: Linear,
+    l2: Linear,
+    l3: Linear,
+}
+
+impl Sine {
+    fn new(dev: &Device, seed: u64) -> Result<Self> {
+        let mut rng = Rng::new(seed);
+        Ok(Self {
+            l1: Linear::new(1, 16, true, dev, &mut rng)?,
+            l2: Linear::new(16, 16, true, dev, &mut rng)?,
+            l3: Linear::new(16, 1, true, dev, &mut rng)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.l3
+            .forward(&self.l2.forward(&self.l1.forward(x)?.relu()?)?.relu()?)
+    }
+
+    fn params(&self) -> Vec<Tensor> {
+        [&self.l1, &self.l2, &self.l3]
+            .iter()
+            .flat_map(|l| l.parameters())
+            .collect()
+    }
+}
+
+const NAMES: [&str; 6] = ["l1.w", "l1.b", "l2.w", "l2.b", "l3.w", "l3.b"];
+
+/// A batch of `n` sine samples for step `i`.
+fn batch(i: usize, n: usize) -> (Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..n)
+        .map(|k| ((i * n + k) as f32 * 0.7391).rem_euclid(std::f32::consts::TAU))
+        .collect();
+    let y = x.iter().map(|v| v.sin()).collect();
+    (x, y)
+}
+
+/// The data of each tensor.
+fn data(ts: &[Tensor]) -> Result<Vec<Vec<f32>>> {
+    ts.iter().map(|t| t.to_vec::<f32>()).collect()
+}
+
+/// A traced SGD training step of `Sine` (seed 1) on batch 0, and the
+/// tensors it binds. The recording runs the step once, so the returned
+/// model has taken one step.
+struct TrainPlan {
+    plan: Plan,
+    initial: Vec<Vec<f32>>,
+    first_loss: f32,
+}
+
+fn train_plan(acc: Accumulation, n: usize) -> Result<TrainPlan> {
+    let tracer = Tracer::new(acc);
+    let dev = tracer.device();
+    let m = Sine::new(&dev, 1)?;
+    let params = m.params();
+    let initial = data(&params)?;
+    let mut opt = Sgd::new(
+        params.clone(),
+        SgdConfig {
+            lr: 0.05,
+            ..SgdConfig::default()
+        },
+    )?;
+    let (bx, by) = batch(0, n);
+    let x = Tensor::from_slice(&bx, &[n, 1], &dev)?;
+    let t = Tensor::from_slice(&by, &[n, 1], &dev)?;
+    let (loss, rec) = tracer.record(|| {
+        opt.zero_grad();
+        let loss = mse_loss(&m.forward(&x)?, &t, Reduction::Mean)?;
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss)
+    })?;
+    let mut binds = vec![
+        Binding::input("x", &x),
+        Binding::input("t", &t),
+        Binding::output("loss", &loss),
+    ];
+    for (name, p) in NAMES.iter().zip(&params) {
+        binds.push(Binding::state(name, p));
+    }
+    Ok(TrainPlan {
+        plan: Plan::build(&rec, &binds)?,
+        initial,
+        first_loss: loss.to_vec::<f32>()?[0],
+    })
+}
+
+/// Runs a training plan for one batch, updating `params` in place.
+fn replay_step(
+    plan: &PlanRef<'_>,
+    arena: &mut [u8],
+    params: &mut [Vec<f32>],
+    x: &[f32],
+    t: &[f32],
+) -> Result<f32> {
+    let mut loss = [0.0f32];
+    let [p0, p1, p2, p3, p4, p5] = params else {
+        panic!("six parameters");
+    };
+    plan.run(
+        arena,
+        &mut [
+            Bind::input("x", x),
+            Bind::input("t", t),
+            Bind::output("loss", &mut loss),
+            Bind::state(NAMES[0], p0),
+            Bind::state(NAMES[1], p1),
+            Bind::state(NAMES[2], p2),
+            Bind::state(NAMES[3], p3),
+            Bind::state(NAMES[4], p4),
+            Bind::state(NAMES[5], p5),
+        ],
+    )?;
+    Ok(loss[0])
+}
+
+/// Eager SGD training of `Sine` (seed 1) on `dev` for `steps` batches: the
+/// losses and the final parameters.
+fn eager_training(dev: &Device, steps: usize, n: usize) -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
+    let m = Sine::new(dev, 1)?;
+    let mut opt = Sgd::new(
+        m.params(),
+        SgdConfig {
+            lr: 0.05,
+            ..SgdConfig::default()
+        },
+    )?;
+    let mut losses = Vec::new();
+    for i in 0..steps {
+        let (bx, by) = batch(i, n);
+        let x = Tensor::from_slice(&bx, &[n, 1], dev)?;
+        let t = Tensor::from_slice(&by, &[n, 1], dev)?;
+        opt.zero_grad();
+        let loss = mse_loss(&m.forward(&x)?, &t, Reduction::Mean)?;
+        loss.backward()?;
+        opt.step()?;
+        losses.push(loss.to_vec::<f32>()?[0]);
+    }
+    Ok((losses, data(&m.params())?))
+}
+
+#[test]
+fn a_planned_training_step_reproduces_100_eager_steps_bit_for_bit() -> Result<()> {
+    let tp = train_plan(Accumulation::F64, 16)?;
+    let (eager_losses, eager_params) = eager_training(&Device::cpu(), 100, 16)?;
+    assert_eq!(tp.first_loss.to_bits(), eager_losses[0].to_bits());
+    let mut params = tp.initial.clone();
+    let mut arena = vec![0u128; tp.plan.arena_bytes().div_ceil(16)];
+    let arena: &mut [u8] = bytemuck::cast_slice_mut(&mut arena);
+    for (i, want) in eager_losses.iter().enumerate() {
+        let (x, t) = batch(i, 16);
+        let got = replay_step(&tp.plan.as_ref(), arena, &mut params, &x, &t)?;
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "loss of step {i}: {got} vs eager {want}"
+        );
+    }
+    for (p, (got, want)) in params.iter().zip(&eager_params).enumerate() {
+        let same = got
+            .iter()
+            .zip(want)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "parameter {} differs after 100 steps", NAMES[p]);
+    }
+    // It learned something: the loss fell.
+    assert!(eager_losses[99] < eager_losses[0]);
+    Ok(())
+}
+
+#[test]
+fn a_training_plan_traced_with_f32_sums_matches_an_f32_accumulating_device() -> Result<()> {
+    use kael_core::allocator::GlobalAllocator;
+    use kael_core::cpu::{CpuBackend, dtypes, ops};
+    use kael_core::shared::Shared;
+    let tp = train_plan(Accumulation::F32, 16)?;
+    let be = CpuBackend::<{ dtypes::ALL }, { ops::ALL }, true>::with_allocator(Shared::new(
+        GlobalAllocator::new(),
+    ));
+    let dev = Device::from_backend(Shared::new(be));
+    let (eager_losses, eager_params) = eager_training(&dev, 20, 16)?;
+    let mut params = tp.initial.clone();
+    let mut arena = Arena::<8192>::new();
+    for (i, want) in eager_losses.iter().enumerate() {
+        let (x, t) = batch(i, 16);
+        let got = replay_step(&tp.plan.as_ref(), arena.as_mut_slice(), &mut params, &x, &t)?;
+        assert_eq!(got.to_bits(), want.to_bits(), "loss of step {i}");
+    }
+    assert_eq!(params, eager_params);
+    Ok(())
+}
+
+/// A traced inference of `Sine` (seed 7) on a batch of `n`, weights frozen
+/// into the plan.
+fn infer_plan(n: usize) -> Result<(Plan, Sine, Tracer)> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let m = Sine::new(&dev, 7)?;
+    let x = Tensor::zeros(&[n, 1], kael_core::DType::F32, &dev)?;
+    let (y, rec) = tracer.record(|| m.forward(&x))?;
+    let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+    Ok((plan, m, tracer))
+}
+
+#[test]
+fn a_planned_forward_gives_the_eager_bits_with_frozen_weights() -> Result<()> {
+    let (plan, m, tracer) = infer_plan(4)?;
+    let dev = tracer.device();
+    let mut arena = Arena::<1024>::new();
+    for i in 0..10 {
+        let (x, _) = batch(i, 4);
+        let want = m
+            .forward(&Tensor::from_slice(&x, &[4, 1], &dev)?)?
+            .to_vec::<f32>()?;
+        let mut got = [0.0f32; 4];
+        plan.run(
+            arena.as_mut_slice(),
+            &mut [Bind::input("x", &x), Bind::output("y", &mut got)],
+        )?;
+        assert_eq!(got.to_vec(), want);
+    }
+    // 1-16-16-1 on 4 rows: the widest live set is two [4, 16] f32
+    // activations (x @ w1ᵀ and its relu, or the next pair): 2 · 256 B.
+    assert_eq!(plan.arena_bytes(), 512);
+    Ok(())
+}
+
+#[test]
+fn an_arena_of_exactly_arena_bytes_suffices_and_one_byte_less_is_refused() -> Result<()> {
+    let tp = train_plan(Accumulation::F64, 16)?;
+    let need = tp.plan.arena_bytes();
+    let mut buf = vec![0u128; need.div_ceil(16) + 1];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut buf);
+    let (x, t) = batch(0, 16);
+    let mut params = tp.initial.clone();
+    let before = params.clone();
+    let e = replay_step(
+        &tp.plan.as_ref(),
+        &mut bytes[..need - 1],
+        &mut params,
+        &x,
+        &t,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::OutOfMemory { requested, available: Some(a) } if requested == need && a == need - 1),
+        "{e}"
+    );
+    assert_eq!(params, before, "a refused replay changes nothing");
+    replay_step(&tp.plan.as_ref(), &mut bytes[..need], &mut params, &x, &t)?;
+    assert_ne!(params, before);
+    // Misaligned arenas are refused too.
+    let e = replay_step(
+        &tp.plan.as_ref(),
+        &mut bytes[1..need + 1],
+        &mut params,
+        &x,
+        &t,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("16-byte aligned"), "{e}");
+    Ok(())
+}
+
+#[test]
+fn the_arena_is_smaller_than_the_eager_peak() -> Result<()> {
+    // The planner reuses memory by liveness: a training step's arena is
+    // well under the sum of its buffers.
+    let tp = train_plan(Accumulation::F64, 16)?;
+    let total: usize = 52 * 16 * 16 * 4; // a loose upper bound: 52 buffers of [16, 16]
+    assert!(
+        tp.plan.arena_bytes() < total / 4,
+        "{}",
+        tp.plan.arena_bytes()
+    );
+    Ok(())
+}
+
+#[test]
+fn a_plan_survives_serialisation() -> Result<()> {
+    let tp = train_plan(Accumulation::F64, 8)?;
+    let bytes = tp.plan.to_bytes();
+    let back = Plan::from_bytes(&bytes)?;
+    assert_eq!(back, tp.plan);
+    // Aligned bytes are read in place.
+    let words: Vec<u32> = tp.plan.words().to_vec();
+    let view = PlanRef::from_bytes(bytemuck::cast_slice(&words))?;
+    assert_eq!(view.arena_bytes(), tp.plan.arena_bytes());
+    // Misaligned ones are refused with the fix.
+    let mut shifted = vec![0u8; bytes.len() + 1];
+    shifted[1..].copy_from_slice(&bytes);
+    let e = PlanRef::from_bytes(&shifted[1..]).unwrap_err();
+    assert!(e.to_string().contains("aligned"), "{e}");
+    Ok(())
+}
+
+#[test]
+fn replaying_with_another_shape_is_refused_and_says_to_plan_again() -> Result<()> {
+    let tp = train_plan(Accumulation::F64, 16)?;
+    let (x, t) = batch(0, 8);
+    let mut params = tp.initial.clone();
+    let mut arena = Arena::<8192>::new();
+    let e = replay_step(&tp.plan.as_ref(), arena.as_mut_slice(), &mut params, &x, &t).unwrap_err();
+    assert!(e.to_string().contains("trace and plan again"), "{e}");
+    assert_eq!(params, tp.initial);
+    Ok(())
+}
+
+#[test]
+fn missing_unknown_and_read_only_binds_are_refused() -> Result<()> {
+    let (plan, _, _) = infer_plan(2)?;
+    let mut arena = Arena::<1024>::new();
+    let x = [0.5f32, 1.0];
+    let mut y = [7.0f32; 2];
+    let e = plan
+        .run(arena.as_mut_slice(), &mut [Bind::input("x", &x)])
+        .unwrap_err();
+    assert!(e.to_string().contains("one Bind per binding"), "{e}");
+    let e = plan
+        .run(
+            arena.as_mut_slice(),
+            &mut [Bind::input("x", &x), Bind::output("z", &mut y)],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("no Bind of its name"), "{e}");
+    let y2 = [0.0f32; 2];
+    let e = plan
+        .run(
+            arena.as_mut_slice(),
+            &mut [Bind::input("x", &x), Bind::input("y", &y2)],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("read-only"), "{e}");
+    assert_eq!(y, [7.0; 2]);
+    Ok(())
+}
+
+#[test]
+fn a_plan_traced_with_other_sums_is_refused_by_a_replayer() -> Result<()> {
+    use kael_core::cpu::ops;
+    let tp = train_plan(Accumulation::F64, 4)?;
+    let e = Replayer::<{ ops::ALL }, true>::check(&tp.plan.as_ref()).unwrap_err();
+    assert!(e.to_string().contains("Accumulation::F32"), "{e}");
+    Replayer::<{ ops::ALL }, false>::check(&tp.plan.as_ref())?;
+    // A replayer without matmul refuses before running anything.
+    let e = Replayer::<{ ops::ALL & !ops::MATMUL }, false>::check(&tp.plan.as_ref()).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { op: "matmul", .. }), "{e}");
+    Ok(())
+}
+
+#[test]
+fn ops_a_plan_cannot_replay_are_refused_when_building_it() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let x = Tensor::from_slice(&[1.0f32, 2.0], &[2], &tracer.device())?;
+    let (y, rec) = tracer.record(|| x.softmax(0))?;
+    let e = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)]).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { op: "softmax", .. }), "{e}");
+    Ok(())
+}
+
+#[test]
+fn bad_bindings_are_refused_when_building() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let x = Tensor::from_slice(&[1.0f32, -2.0], &[2], &dev)?;
+    let w = Tensor::from_slice(&[3.0f32, 4.0], &[2], &dev)?;
+    let (y, rec) = tracer.record(|| {
+        let y = x.mul(&w)?;
+        w.add_(&x)?;
+        Ok(y)
+    })?;
+    // w is written: unbound, it cannot be a constant.
+    let e = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)]).unwrap_err();
+    assert!(e.to_string().contains("Binding::state"), "{e}");
+    // ... nor an input.
+    let e = Plan::build(
+        &rec,
+        &[
+            Binding::input("x", &x),
+            Binding::input("w", &w),
+            Binding::output("y", &y),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("Binding::state"), "{e}");
+    // An output must have been made while recording.
+    let e = Plan::build(
+        &rec,
+        &[
+            Binding::output("x", &x),
+            Binding::state("w", &w),
+            Binding::output("y", &y),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("existed before recording"), "{e}");
+    // Names are unique.
+    let e = Plan::build(
+        &rec,
+        &[
+            Binding::input("x", &x),
+            Binding::state("x", &w),
+            Binding::output("y", &y),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("same name"), "{e}");
+    // A view is not a whole storage.
+    let v = x.narrow(0, 0, 1)?;
+    let e = Plan::build(
+        &rec,
+        &[
+            Binding::input("x", &v),
+            Binding::state("w", &w),
+            Binding::output("y", &y),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("view"), "{e}");
+    let plan = Plan::build(
+        &rec,
+        &[
+            Binding::input("x", &x),
+            Binding::state("w", &w),
+            Binding::output("y", &y),
+        ],
+    )?;
+    let mut wd = [3.0f32, 4.0];
+    let mut yd = [0.0f32; 2];
+    plan.run(
+        &mut [],
+        &mut [
+            Bind::input("x", &[1.0, -2.0]),
+            Bind::state("w", &mut wd),
+            Bind::output("y", &mut yd),
+        ],
+    )?;
+    assert_eq!((yd, wd), ([3.0, -8.0], [4.0, 2.0]));
+    Ok(())
+}
+
+#[test]
+fn in_place_ops_replay_in_place() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0], &[3], &dev)?;
+    let (y, rec) = tracer.record(|| {
+        let y = x.mul_scalar(2.0)?;
+        y.add_(&y)?; // exactly in place: 4x
+        y.relu_()?;
+        Ok(y)
+    })?;
+    let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+    assert_eq!(y.to_vec::<f32>()?, vec![4.0, 0.0, 12.0]);
+    let mut out = [0.0f32; 3];
+    plan.run(
+        Arena::<64>::new().as_mut_slice(),
+        &mut [
+            Bind::input("x", &[0.5, 1.0, -1.0]),
+            Bind::output("y", &mut out),
+        ],
+    )?;
+    assert_eq!(out, [2.0, 4.0, 0.0]);
+    Ok(())
+}
+
+#[test]
+fn corrupt_plans_are_refused_and_never_panic() -> Result<()> {
+    // Every word of a small training plan set to values that break it:
+    // either the plan is refused, or (a word whose value does not matter
+    // to validity, like a float) it replays without panicking.
+    let tp = train_plan(Accumulation::F64, 2)?;
+    let words = tp.plan.words().to_vec();
+    let mut arena = Arena::<4096>::new();
+    let (x, t) = batch(0, 2);
+    let mut refused = 0;
+    for i in 0..words.len() {
+        for v in [
+            0u32,
+            1,
+            7,
+            0xFFFF_FFFF,
+            words[i] ^ 0x10,
+            words[i].wrapping_add(4),
+        ] {
+            let mut w = words.clone();
+            w[i] = v;
+            match PlanRef::new(&w) {
+                Err(_) => refused += 1,
+                Ok(p) => {
+                    let mut params = tp.initial.clone();
+                    let _ = replay_step(&p, arena.as_mut_slice(), &mut params, &x, &t);
+                }
+            }
+        }
+    }
+    assert!(
+        refused > words.len(),
+        "{refused} of {} corruptions refused",
+        words.len() * 6
+    );
+    // Truncations too.
+    for n in 0..words.len() {
+        assert!(PlanRef::new(&words[..n]).is_err());
+    }
+    Ok(())
+}
