@@ -10,9 +10,11 @@
 # Debian's qemu-system-arm (without recommends; needs root).
 #
 # Builds (release: opt-level "z", fat LTO, one codegen unit), one per mode:
-#   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8   (mps2-an386, Cortex-M4F)
+#   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8
+#                                      sine_plan sine_plan_train sine_loops   (mps2-an386, Cortex-M4F)
 #   thumbv7em-none-eabihf, sync (Arc)  mlp_infer arena
-#   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer_small mlp_train sine_int8 speech_int8   (microbit, Cortex-M0)
+#   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer_small mlp_train sine_int8 speech_int8
+#                                      sine_plan sine_plan_train sine_loops   (microbit, Cortex-M0)
 #
 # mlp_infer (Device::cpu(): every kernel of every dtype) no longer fits the
 # micro:bit's 256 KiB of flash (it was 254 KiB when it last ran there, and
@@ -110,9 +112,9 @@ build() {
     echo "built $* ($((SECONDS - t0))s)"
 }
 
-build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8
+build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8 sine_plan sine_plan_train sine_loops
 build "M4F sync" thumbv7em-none-eabihf target/sync z "--features sync" mlp_infer arena
-build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8
+build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8 sine_plan sine_plan_train sine_loops
 build "M4F defmt" thumbv7em-none-eabihf target/defmt z "--features defmt" defmt_infer
 if [[ "${KAEL_FIRMWARE_OPT_S:-}" == 1 ]]; then
     build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_infer_small mlp_train arena
@@ -141,15 +143,19 @@ done
 # ---------------------------------------------------- instruction counts
 
 # Exact guest instruction counts from a QEMU TCG plugin (tools/insn_count.c,
-# built here with gcc): each int8 example runs with `extra=0` and `extra=N`
-# inferences; everything else in the two runs is the same, so the
-# difference over N is the cost of one inference (NOTE in sine_int8.rs).
-# Deterministic: the same binary gives the same counts on any host.
-step "instructions per inference (QEMU TCG plugin, exact counts)"
+# built here with gcc): each example runs with `KEY=0` and `KEY=N` extra
+# inferences (or training steps); everything else in the two runs is the
+# same, so the difference over N is the cost of one (NOTE in sine_int8.rs).
+# Deterministic: the same binary gives the same counts on any host. The
+# f32 sine rows compare kael's planned replay with the same model written
+# as plain loops (sine_loops), built and counted in this run.
+step "instructions per inference / training step (QEMU TCG plugin, exact counts)"
 PLUGIN="$FW/target/insn_count.so"
 if gcc -shared -fPIC -O2 -o "$PLUGIN" tools/insn_count.c; then
-    for example in sine_int8:16 speech_int8:4; do
-        name="${example%%:*}" extra="${example#*:}"
+    for example in sine_int8:16:extra:inference speech_int8:4:extra:inference \
+        sine_plan:16:extra:inference sine_loops:16:extra:inference \
+        sine_plan_train:4:extra:"training step" sine_loops:4:steps:"training step"; do
+        IFS=: read -r name extra key what <<<"$example"
         for pair in "M4F|thumbv7em-none-eabihf|-machine mps2-an386 -cpu cortex-m4" "M0|thumbv6m-none-eabi|-machine microbit"; do
             IFS='|' read -r label target machine <<<"$pair"
             counts=()
@@ -157,11 +163,11 @@ if gcc -shared -fPIC -O2 -o "$PLUGIN" tools/insn_count.c; then
                 # shellcheck disable=SC2086 # $machine is a word list
                 c="$(timeout 300 qemu-system-arm $machine -nographic -monitor none -serial none \
                     -semihosting-config enable=on,target=native -kernel "target/$target/release/$name" \
-                    -append "extra=$n" -plugin "$PLUGIN" -d plugin 2>&1 | grep -oE 'insn count [0-9]+' | grep -oE '[0-9]+$' || true)"
+                    -append "$key=$n" -plugin "$PLUGIN" -d plugin 2>&1 | grep -oE 'insn count [0-9]+' | grep -oE '[0-9]+$' || true)"
                 counts+=("${c:-}")
             done
             if [[ -n "${counts[0]}" && -n "${counts[1]}" ]]; then
-                echo "$name ($label): $(((counts[1] - counts[0]) / extra)) instructions per inference (runs of ${counts[0]} and ${counts[1]} instructions with 0 and $extra extra inferences)"
+                echo "$name ($label): $(((counts[1] - counts[0]) / extra)) instructions per $what (runs of ${counts[0]} and ${counts[1]} instructions with 0 and $extra more)"
             else
                 echo "FAILED: $name ($label): no instruction count from the QEMU plugin"
                 failed+=("$name instruction count ($label)")
@@ -232,6 +238,7 @@ breakdown() {
             if (name ~ /CpuBackend/ || name ~ /kael_core(::|\.\.)cpu/) k = "kael-core CPU kernels"
             else if (name ~ /kael_core(::|\.\.)tensor/) k = "kael-core tensor front end (checks, broadcasting, views, op records)"
             else if (name ~ /kael_core(::|\.\.)autograd/) k = "kael-core autograd (graph nodes, rules)"
+            else if (name ~ /kael_core(::|\.\.)plan/) k = "kael-core plan (validation, replay kernels)"
             else if (name ~ /kael_core/) k = "kael-core layout, shape, storage, allocator, errors"
             else if (name ~ /^libm/) k = "libm (float math of the unary kernels)"
             else if (name ~ /compiler_builtins|__aeabi/) k = "compiler_builtins (soft-float f64, 64-bit division, memcpy/memset)"
@@ -256,7 +263,7 @@ breakdown() {
 
 step "what fills the inference examples' flash (M4F, Rc mode, opt-level z)"
 echo "(TensorFlow Lite Micro's published framework size: about 10 KB on a Cortex-M3, without op kernels)"
-for b in mlp_infer mlp_infer_small sine_int8; do
+for b in mlp_infer mlp_infer_small sine_int8 sine_plan; do
     echo
     breakdown "target/thumbv7em-none-eabihf/release/$b"
 done

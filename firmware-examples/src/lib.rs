@@ -19,6 +19,7 @@ use kael_core::{DType, Device, Error, Layout, Storage, Tensor};
 
 pub mod heap;
 pub mod infer;
+pub mod plan_data;
 pub mod say;
 pub mod stack;
 
@@ -67,9 +68,15 @@ pub fn exit(ok: bool) -> ! {
 }
 
 /// `N` from `extra=N` on the semihosting command line (QEMU's `-append`),
-/// or 0: how many more inferences the int8 examples run, so that two runs'
+/// or 0: how many more inferences the examples run, so that two runs'
 /// instruction counts give the cost of one (scripts/firmware.sh).
 pub fn extra_runs() -> usize {
+    arg(b"extra=")
+}
+
+/// `N` from `KEY=N` (`key` includes the `=`) on the semihosting command
+/// line, or 0.
+pub fn arg(key: &[u8]) -> usize {
     let mut buf = [0u8; 128];
     let mut args = [buf.as_mut_ptr() as usize, buf.len()];
     // SAFETY: SYS_GET_CMDLINE writes at most args[1] bytes into buf (which
@@ -80,14 +87,14 @@ pub fn extra_runs() -> usize {
             args.as_mut_ptr() as usize,
         )
     } != 0;
-    if failed {
+    if failed || key.is_empty() {
         return 0;
     }
     let line = &buf[..args[1].min(buf.len())];
-    let Some(at) = line.windows(6).position(|w| w == b"extra=") else {
+    let Some(at) = line.windows(key.len()).position(|w| w == key) else {
         return 0;
     };
-    line[at + 6..]
+    line[at + key.len()..]
         .iter()
         .take_while(|c| c.is_ascii_digit())
         .fold(0, |n, &c| n * 10 + (c - b'0') as usize)

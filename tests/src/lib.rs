@@ -2,4 +2,5 @@
 //! an example share.
 
 pub mod ptq_model;
+pub mod sine_plan;
 pub mod tflite_cases;

@@ -1,51 +1,12 @@
 //! Planned execution (NOTE [Planned execution]): a traced forward or
 //! training step, replayed on an exact arena, gives the eager device's bits.
 
-use kael_core::nn::{Linear, Module, Reduction, mse_loss};
+use kael_core::nn::{Reduction, mse_loss};
 use kael_core::optim::{Optimizer, Sgd, SgdConfig};
 use kael_core::plan::{Accumulation, Arena, Bind, Binding, Plan, PlanRef, Replayer, Tracer};
-use kael_core::{Device, Error, Result, Rng, Tensor};
+use kael_core::{Device, Error, Result, Tensor};
 
-/// The TFLite Micro hello_world model: 1-16-16-1, ReLU.
-struct Sine {
-    l1: Linear,
-    l2: Linear,
-    l3: Linear,
-}
-
-impl Sine {
-    fn new(dev: &Device, seed: u64) -> Result<Self> {
-        let mut rng = Rng::new(seed);
-        Ok(Self {
-            l1: Linear::new(1, 16, true, dev, &mut rng)?,
-            l2: Linear::new(16, 16, true, dev, &mut rng)?,
-            l3: Linear::new(16, 1, true, dev, &mut rng)?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.l3
-            .forward(&self.l2.forward(&self.l1.forward(x)?.relu()?)?.relu()?)
-    }
-
-    fn params(&self) -> Vec<Tensor> {
-        [&self.l1, &self.l2, &self.l3]
-            .iter()
-            .flat_map(|l| l.parameters())
-            .collect()
-    }
-}
-
-const NAMES: [&str; 6] = ["l1.w", "l1.b", "l2.w", "l2.b", "l3.w", "l3.b"];
-
-/// A batch of `n` sine samples for step `i`.
-fn batch(i: usize, n: usize) -> (Vec<f32>, Vec<f32>) {
-    let x: Vec<f32> = (0..n)
-        .map(|k| ((i * n + k) as f32 * 0.7391).rem_euclid(std::f32::consts::TAU))
-        .collect();
-    let y = x.iter().map(|v| v.sin()).collect();
-    (x, y)
-}
+use kael_tests::sine_plan::{NAMES, Sine, batch};
 
 /// The data of each tensor.
 fn data(ts: &[Tensor]) -> Result<Vec<Vec<f32>>> {
@@ -517,5 +478,50 @@ fn corrupt_plans_are_refused_and_never_panic() -> Result<()> {
     for n in 0..words.len() {
         assert!(PlanRef::new(&words[..n]).is_err());
     }
+    Ok(())
+}
+
+#[test]
+fn the_firmware_examples_plans_are_current() -> Result<()> {
+    // firmware-examples/ embeds these files; regenerate them with
+    // `cargo run -p kael-tests --example sine_plan -- firmware-examples/data`.
+    let a = kael_tests::sine_plan::generate()?;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware-examples/data");
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap_or_default();
+    assert!(
+        read("sine_infer.plan") == a.infer_plan.to_bytes(),
+        "sine_infer.plan is stale"
+    );
+    assert!(
+        read("sine_train.plan") == a.train_plan.to_bytes(),
+        "sine_train.plan is stale"
+    );
+    assert!(
+        read("sine_plan_io.rs") == a.io_rs.as_bytes(),
+        "sine_plan_io.rs is stale"
+    );
+    // The firmware replayers link exactly these kernels.
+    use kael_core::cpu::ops;
+    assert_eq!(
+        a.infer_plan.as_ref().ops()?,
+        ops::MATMUL | ops::ADD | ops::RELU
+    );
+    let train = ops::FILL
+        | ops::REDUCE
+        | ops::MATMUL
+        | ops::ADD
+        | ops::SUB
+        | ops::MUL
+        | ops::DIV
+        | ops::NEG
+        | ops::SQR
+        | ops::RELU
+        | ops::STEP;
+    assert_eq!(a.train_plan.as_ref().ops()?, train);
+    assert_eq!(
+        a.train_plan.arena_bytes(),
+        5252,
+        "sine_plan_train.rs sizes its arena with this"
+    );
     Ok(())
 }

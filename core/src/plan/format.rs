@@ -184,25 +184,22 @@ impl Step<'_> {
         if self.n_operands != N {
             return Err(corrupt("a step has the wrong number of operands"));
         }
+        let mut out: [Opnd; N] = core::array::from_fn(|_| Opnd {
+            buf: usize::MAX,
+            dtype: DType::U8,
+            layout: Layout::from_dims(Dims::new(), Dims::new(), 0),
+        });
         let mut at = 0usize;
-        let mut out: [Option<Opnd>; N] = core::array::from_fn(|_| None);
         for o in out.iter_mut() {
-            let (opnd, used) = decode_operand(self.operand_words.get(at..).unwrap_or(&[]))?;
-            at += used;
-            *o = Some(opnd);
+            at += decode_operand(self.operand_words.get(at..).unwrap_or(&[]), o)?;
         }
-        let mut it = out.into_iter();
-        Ok(core::array::from_fn(|_| {
-            it.next().flatten().unwrap_or(Opnd {
-                buf: usize::MAX,
-                dtype: DType::U8,
-                layout: Layout::from_dims(Dims::new(), Dims::new(), 0),
-            })
-        }))
+        Ok(out)
     }
 }
 
-fn decode_operand(w: &[u32]) -> Result<(Opnd, usize)> {
+/// Decodes one operand into `out`; the words it used.
+#[inline(never)]
+fn decode_operand(w: &[u32], out: &mut Opnd) -> Result<usize> {
     let bad = || corrupt("an operand runs past its step");
     let (&buf, &dt, &rank, &offset) = match w {
         [a, b, c, d, ..] => (a, b, c, d),
@@ -219,15 +216,10 @@ fn decode_operand(w: &[u32]) -> Result<(Opnd, usize)> {
         shape.push(dims[i] as usize)?;
         strides.push(dims[rank + i] as usize)?;
     }
-    let dtype = dtype_of(dt).ok_or(corrupt("an operand has an unknown dtype"))?;
-    Ok((
-        Opnd {
-            buf: buf as usize,
-            dtype,
-            layout: Layout::from_dims(shape, strides, offset as usize),
-        },
-        4 + 2 * rank,
-    ))
+    out.dtype = dtype_of(dt).ok_or(corrupt("an operand has an unknown dtype"))?;
+    out.buf = buf as usize;
+    out.layout = Layout::from_dims(shape, strides, offset as usize);
+    Ok(4 + 2 * rank)
 }
 
 /// A buffer's entry.
@@ -410,6 +402,7 @@ impl<'a> PlanRef<'a> {
             .ok_or(corrupt("a constant runs past the plan"))
     }
 
+    #[inline(never)]
     fn validate(&self) -> Result<()> {
         if self.words.len() < HEADER || self.words[0] != MAGIC {
             return Err(corrupt(

@@ -152,24 +152,8 @@ impl<const OPS: u128, const F32_ACC: bool> Replayer<OPS, F32_ACC> {
             device: crate::DeviceKind::Cpu,
         };
         plan.for_each_step(|s| {
-            let (bit, name) = match s.kernel {
-                kernel::FILL => (ops::FILL, "fill"),
-                kernel::COPY => (ops::COPY, "copy"),
-                kernel::UNARY => {
-                    let op = unary_of(s.params).ok_or(refuse("corrupt unary step"))?;
-                    (op.bit(), op.name())
-                }
-                kernel::BINARY => {
-                    let op = binary_of(&s)?;
-                    (op.bit(), op.name())
-                }
-                kernel::COMPARE => (ops::COMPARE, "compare"),
-                kernel::WHERE => (ops::WHERE, "where"),
-                kernel::REDUCE => (ops::REDUCE, "reduce"),
-                kernel::MATMUL => (ops::MATMUL, "matmul"),
-                _ => return Ok(()), // writes and zeroing are always linked
-            };
-            if OPS & bit == 0 {
+            let (bit, name) = step_bit(&s)?;
+            if OPS & bit != bit {
                 return Err(missing(name));
             }
             Ok(())
@@ -237,6 +221,28 @@ impl<const OPS: u128, const F32_ACC: bool> Replayer<OPS, F32_ACC> {
     }
 }
 
+/// The kernel-selection bit a step needs and its op's name (0 for writes
+/// and zeroing, which are always linked).
+fn step_bit(s: &Step<'_>) -> Result<(u128, &'static str)> {
+    Ok(match s.kernel {
+        kernel::FILL => (ops::FILL, "fill"),
+        kernel::COPY => (ops::COPY, "copy"),
+        kernel::UNARY => {
+            let op = unary_of(s.params).ok_or(refuse("corrupt unary step"))?;
+            (op.bit(), op.name())
+        }
+        kernel::BINARY => {
+            let op = binary_of(s)?;
+            (op.bit(), op.name())
+        }
+        kernel::COMPARE => (ops::COMPARE, "compare"),
+        kernel::WHERE => (ops::WHERE, "where"),
+        kernel::REDUCE => (ops::REDUCE, "reduce"),
+        kernel::MATMUL => (ops::MATMUL, "matmul"),
+        _ => (0, "write"),
+    })
+}
+
 fn binary_of(s: &Step<'_>) -> Result<BinaryOp> {
     s.params
         .first()
@@ -252,6 +258,32 @@ fn compare_of(s: &Step<'_>) -> Result<CmpOp> {
 }
 
 impl PlanRef<'_> {
+    /// The kernel-selection bits ([`ops`]) a [`Replayer`] needs to run
+    /// this plan: the `OPS` to build a firmware image's replayer with.
+    ///
+    /// ```
+    /// use kael_core::cpu::ops;
+    /// use kael_core::plan::{Accumulation, Binding, Plan, Tracer};
+    /// use kael_core::Tensor;
+    /// let tracer = Tracer::new(Accumulation::F32);
+    /// let x = Tensor::from_slice(&[1.0f32, -2.0], &[2], &tracer.device())?;
+    /// let (y, rec) = tracer.record(|| x.relu())?;
+    /// let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+    /// assert_eq!(plan.as_ref().ops()?, ops::RELU);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A corrupt step (never for a validated plan).
+    pub fn ops(&self) -> Result<u128> {
+        let mut set = 0u128;
+        self.for_each_step(|s| {
+            set |= step_bit(&s)?.0;
+            Ok(())
+        })?;
+        Ok(set)
+    }
+
     /// Replays the plan with every kernel linked and the accumulation it
     /// was traced with ([`Replayer::run`]).
     ///
@@ -348,6 +380,7 @@ impl Mem<'_, '_, '_> {
         Ok(unsafe { core::slice::from_raw_parts_mut(p.cast::<A>(), n) })
     }
 
+    #[inline(never)]
     fn step<const OPS: u128, const F32_ACC: bool>(&mut self, s: &Step<'_>) -> Result<()> {
         // SAFETY: (every `dst`/`src` below) PlanRef validation made each
         // step's buffers exactly equal or disjoint and its destination
