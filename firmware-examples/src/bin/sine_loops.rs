@@ -12,6 +12,8 @@
 //! for exact instruction counts of each (scripts/firmware.sh).
 #![no_std]
 #![no_main]
+// Index loops, as a firmware author writes a matrix product by hand.
+#![allow(clippy::needless_range_loop)]
 
 use cortex_m_rt::entry;
 use kael_firmware_examples::plan_data::{floats, io};
