@@ -388,7 +388,7 @@ impl Mem<'_, '_, '_> {
         // `In::Dst`, so no slice overlaps the `&mut` destination.
         unsafe {
             match s.kernel {
-                kernel::FILL => {
+                kernel::FILL if OPS & ops::FILL != 0 => {
                     let [d] = s.operands::<1>()?;
                     let v = f64::from_bits(u64::from(s.params[0]) | (u64::from(s.params[1]) << 32));
                     if d.dtype == crate::DType::Bool {
@@ -418,7 +418,7 @@ impl Mem<'_, '_, '_> {
                         .ok_or(refuse("corrupt write step"))?
                         .copy_from_slice(data);
                 }
-                kernel::COPY => {
+                kernel::COPY if OPS & ops::COPY != 0 => {
                     let [a, d] = s.operands::<2>()?;
                     if d.dtype == crate::DType::F32 {
                         map1::<f32>(
@@ -438,13 +438,13 @@ impl Mem<'_, '_, '_> {
                         );
                     }
                 }
-                kernel::UNARY => {
+                kernel::UNARY if OPS & ops::UNARY != 0 => {
                     let [a, d] = s.operands::<2>()?;
                     let op = unary_of(s.params).ok_or(refuse("corrupt unary step"))?;
                     let f = op.float_fn_in::<f32, OPS>();
                     map1::<f32>(self.src(&a, &d)?, &a.layout, self.dst(&d)?, &d.layout, f);
                 }
-                kernel::BINARY => {
+                kernel::BINARY if OPS & ops::BINARY != 0 => {
                     let [a, b, d] = s.operands::<3>()?;
                     let f = binary_of(s)?.float_fn_in::<f32, OPS>();
                     let (sa, sb) = (self.src::<f32>(&a, &d)?, self.src::<f32>(&b, &d)?);
@@ -461,7 +461,7 @@ impl Mem<'_, '_, '_> {
                         dd[od] = f(x, y);
                     });
                 }
-                kernel::COMPARE => {
+                kernel::COMPARE if OPS & ops::COMPARE != 0 => {
                     let [a, b, d] = s.operands::<3>()?;
                     let f = compare_of(s)?.fn_of::<f32>();
                     let (In::Slice(sa), In::Slice(sb)) =
@@ -474,7 +474,7 @@ impl Mem<'_, '_, '_> {
                         dd[od] = u8::from(f(sa[oa], sb[ob]));
                     });
                 }
-                kernel::WHERE => {
+                kernel::WHERE if OPS & ops::WHERE != 0 => {
                     let [c, t, f, d] = s.operands::<4>()?;
                     let (In::Slice(sc), In::Slice(st), In::Slice(sf)) = (
                         self.src::<u8>(&c, &d)?,
@@ -489,7 +489,7 @@ impl Mem<'_, '_, '_> {
                         |[od, oc, ot, of]| dd[od] = if sc[oc] != 0 { st[ot] } else { sf[of] },
                     );
                 }
-                kernel::REDUCE => {
+                kernel::REDUCE if OPS & ops::REDUCE != 0 => {
                     let [a, d] = s.operands::<2>()?;
                     if F32_ACC {
                         self.reduce::<Kahan32>(s, &a, &d)?;
@@ -497,7 +497,7 @@ impl Mem<'_, '_, '_> {
                         self.reduce::<f64>(s, &a, &d)?;
                     }
                 }
-                kernel::MATMUL => {
+                kernel::MATMUL if OPS & ops::MATMUL != 0 => {
                     let [a, b, d] = s.operands::<3>()?;
                     let (In::Slice(sa), In::Slice(sb)) =
                         (self.src::<f32>(&a, &d)?, self.src::<f32>(&b, &d)?)
@@ -506,6 +506,8 @@ impl Mem<'_, '_, '_> {
                     };
                     matmul(sa, &a.layout, sb, &b.layout, self.dst(&d)?, &d.layout)?;
                 }
+                // A kernel this replayer was built without (`check` refused
+                // such plans) links no code.
                 _ => return Err(refuse("corrupt step")),
             }
         }
