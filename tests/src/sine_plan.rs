@@ -90,6 +90,75 @@ pub fn train_step(m: &Sine, opt: &mut Sgd, i: usize, dev: &Device) -> Result<Ten
     Ok(loss)
 }
 
+/// A traced SGD training step of [`Sine`]: the plan, the parameters
+/// before it, and the model and optimizer (which took the traced step
+/// eagerly while recording, so training can go on from step 1).
+pub struct TracedStep {
+    /// The plan of one step, parameters bound as state ([`NAMES`]),
+    /// inputs `x` and `t`, output `loss`.
+    pub plan: Plan,
+    /// The parameters before the traced step.
+    pub initial: Vec<Vec<f32>>,
+    /// The traced step's loss.
+    pub loss: f32,
+    /// The model, after the traced step.
+    pub model: Sine,
+    /// Its optimizer.
+    pub opt: Sgd,
+    /// The tracing device the model lives on.
+    pub tracer: Tracer,
+}
+
+/// Traces one SGD step (lr [`LR`]) of a `Sine` from `seed` on batch 0 of
+/// `n` samples, on a device that accumulates as `acc` says.
+///
+/// # Errors
+/// Device errors.
+pub fn trace_step(acc: Accumulation, seed: u64, n: usize) -> Result<TracedStep> {
+    let tracer = Tracer::new(acc);
+    let dev = tracer.device();
+    let m = Sine::new(&dev, seed)?;
+    let params = m.params();
+    let initial = params
+        .iter()
+        .map(|p| p.to_vec::<f32>())
+        .collect::<Result<_>>()?;
+    let mut opt = Sgd::new(
+        params.clone(),
+        SgdConfig {
+            lr: LR,
+            ..SgdConfig::default()
+        },
+    )?;
+    let (bx, by) = batch(0, n);
+    let x = Tensor::from_slice(&bx, &[n, 1], &dev)?;
+    let t = Tensor::from_slice(&by, &[n, 1], &dev)?;
+    let (loss, rec) = tracer.record(|| {
+        opt.zero_grad();
+        let loss = mse_loss(&m.forward(&x)?, &t, Reduction::Mean)?;
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss)
+    })?;
+    let mut binds = vec![
+        Binding::input("x", &x),
+        Binding::input("t", &t),
+        Binding::output("loss", &loss),
+    ];
+    for (name, p) in NAMES.iter().zip(&params) {
+        binds.push(Binding::state(name, p));
+    }
+    let plan = Plan::build(&rec, &binds)?;
+    Ok(TracedStep {
+        plan,
+        initial,
+        loss: loss.to_vec::<f32>()?[0],
+        model: m,
+        opt,
+        tracer,
+    })
+}
+
 /// What the firmware examples embed.
 pub struct Artifacts {
     /// The inference plan (weights frozen into it).
@@ -154,43 +223,22 @@ pub fn generate() -> Result<Artifacts> {
     }
 
     // Training: a fresh model; the plan of one step, traced on batch 0.
-    let tracer = Tracer::new(Accumulation::F32);
-    let dev = tracer.device();
-    let m = Sine::new(&dev, 3)?;
-    let params = m.params();
+    let TracedStep {
+        plan: train_plan,
+        initial,
+        loss,
+        model: m,
+        mut opt,
+        tracer,
+    } = trace_step(Accumulation::F32, 3, BATCH)?;
     for (name, p) in ["T_W1", "T_B1", "T_W2", "T_B2", "T_W3", "T_B3"]
         .iter()
-        .zip(&params)
+        .zip(&initial)
     {
-        bits_const(&mut io, name, &p.to_vec::<f32>()?);
+        bits_const(&mut io, name, p);
     }
-    let mut opt = Sgd::new(
-        params.clone(),
-        SgdConfig {
-            lr: LR,
-            ..SgdConfig::default()
-        },
-    )?;
-    let (bx, by) = batch(0, BATCH);
-    let x = Tensor::from_slice(&bx, &[BATCH, 1], &dev)?;
-    let t = Tensor::from_slice(&by, &[BATCH, 1], &dev)?;
-    let (loss, rec) = tracer.record(|| {
-        opt.zero_grad();
-        let loss = mse_loss(&m.forward(&x)?, &t, Reduction::Mean)?;
-        loss.backward()?;
-        opt.step()?;
-        Ok(loss)
-    })?;
-    let mut binds = vec![
-        Binding::input("x", &x),
-        Binding::input("t", &t),
-        Binding::output("loss", &loss),
-    ];
-    for (name, p) in NAMES.iter().zip(&params) {
-        binds.push(Binding::state(name, p));
-    }
-    let train_plan = Plan::build(&rec, &binds)?;
-    let mut losses = vec![loss.to_vec::<f32>()?[0]];
+    let dev = tracer.device();
+    let mut losses = vec![loss];
     for i in 1..STEPS {
         losses.push(train_step(&m, &mut opt, i, &dev)?.to_vec::<f32>()?[0]);
     }
@@ -205,7 +253,7 @@ pub fn generate() -> Result<Artifacts> {
     bits_const(&mut io, "TRAIN_LOSSES", &losses);
     for (name, p) in ["F_W1", "F_B1", "F_W2", "F_B2", "F_W3", "F_B3"]
         .iter()
-        .zip(&params)
+        .zip(&m.params())
     {
         bits_const(&mut io, name, &p.to_vec::<f32>()?);
     }

@@ -13,50 +13,19 @@ fn data(ts: &[Tensor]) -> Result<Vec<Vec<f32>>> {
     ts.iter().map(|t| t.to_vec::<f32>()).collect()
 }
 
-/// A traced SGD training step of `Sine` (seed 1) on batch 0, and the
-/// tensors it binds. The recording runs the step once, so the returned
-/// model has taken one step.
 struct TrainPlan {
     plan: Plan,
     initial: Vec<Vec<f32>>,
     first_loss: f32,
 }
 
+/// A traced SGD training step of `Sine` (seed 1) on batch 0 of `n`.
 fn train_plan(acc: Accumulation, n: usize) -> Result<TrainPlan> {
-    let tracer = Tracer::new(acc);
-    let dev = tracer.device();
-    let m = Sine::new(&dev, 1)?;
-    let params = m.params();
-    let initial = data(&params)?;
-    let mut opt = Sgd::new(
-        params.clone(),
-        SgdConfig {
-            lr: 0.05,
-            ..SgdConfig::default()
-        },
-    )?;
-    let (bx, by) = batch(0, n);
-    let x = Tensor::from_slice(&bx, &[n, 1], &dev)?;
-    let t = Tensor::from_slice(&by, &[n, 1], &dev)?;
-    let (loss, rec) = tracer.record(|| {
-        opt.zero_grad();
-        let loss = mse_loss(&m.forward(&x)?, &t, Reduction::Mean)?;
-        loss.backward()?;
-        opt.step()?;
-        Ok(loss)
-    })?;
-    let mut binds = vec![
-        Binding::input("x", &x),
-        Binding::input("t", &t),
-        Binding::output("loss", &loss),
-    ];
-    for (name, p) in NAMES.iter().zip(&params) {
-        binds.push(Binding::state(name, p));
-    }
+    let t = kael_tests::sine_plan::trace_step(acc, 1, n)?;
     Ok(TrainPlan {
-        plan: Plan::build(&rec, &binds)?,
-        initial,
-        first_loss: loss.to_vec::<f32>()?[0],
+        plan: t.plan,
+        initial: t.initial,
+        first_loss: t.loss,
     })
 }
 
