@@ -334,29 +334,43 @@ impl<'a> PlanRef<'a> {
     pub fn binding(&self, i: usize) -> Result<(&'a str, Role, usize)> {
         let mut at = self.bindings_start();
         for _ in 0..i {
-            let len = self.word(at + 2)? as usize;
-            at = at + 3 + len.div_ceil(4);
+            at = self.binding_at(at)?.1;
         }
+        Ok(self.binding_at(at)?.0)
+    }
+
+    /// Calls `f` with each binding in order (one pass over the table).
+    pub(crate) fn for_each_binding(
+        &self,
+        mut f: impl FnMut(usize, (&'a str, Role, usize)) -> Result<()>,
+    ) -> Result<()> {
+        let mut at = self.bindings_start();
+        for i in 0..self.n_bindings() {
+            let (b, next) = self.binding_at(at)?;
+            f(i, b)?;
+            at = next;
+        }
+        Ok(())
+    }
+
+    /// The binding whose entry starts at word `at`, and the word after it.
+    fn binding_at(&self, at: usize) -> Result<((&'a str, Role, usize), usize)> {
+        let past = || corrupt("a binding's name runs past the plan");
         let role = role_of(self.word(at)?).ok_or(corrupt("a binding has an unknown role"))?;
         let buf = self.word(at + 1)? as usize;
         let len = self.word(at + 2)? as usize;
-        let name_words = self
-            .words
-            .get(at + 3..at + 3 + len.div_ceil(4))
-            .ok_or(corrupt("a binding's name runs past the plan"))?;
+        let next = (at + 3).checked_add(len.div_ceil(4)).ok_or_else(past)?;
+        let name_words = self.words.get(at + 3..next).ok_or_else(past)?;
         let bytes: &'a [u8] = bytemuck::cast_slice(name_words);
         let name = core::str::from_utf8(bytes.get(..len).unwrap_or(&[]))
             .map_err(|_| corrupt("a binding's name is not UTF-8"))?;
-        Ok((name, role, buf))
+        Ok(((name, role, buf), next))
     }
 
     fn steps_start(&self) -> Result<usize> {
         let mut at = self.bindings_start();
         for _ in 0..self.n_bindings() {
-            let len = self.word(at + 2)? as usize;
-            at = at
-                .checked_add(3 + len.div_ceil(4))
-                .ok_or(corrupt("a binding's name runs past the plan"))?;
+            at = self.binding_at(at)?.1;
         }
         Ok(at)
     }
@@ -434,8 +448,7 @@ impl<'a> PlanRef<'a> {
                     }
                 }
                 place::BOUND => {
-                    let (_, _, buf) = self.binding(e.at)?;
-                    if e.at >= self.n_bindings() || buf != b {
+                    if e.at >= self.n_bindings() || self.binding(e.at)?.2 != b {
                         return Err(corrupt("a bound buffer and its binding disagree"));
                     }
                 }
@@ -451,18 +464,18 @@ impl<'a> PlanRef<'a> {
         if self.n_bindings() > MAX_BINDINGS {
             return Err(corrupt("the plan binds more than 64 tensors"));
         }
-        for i in 0..self.n_bindings() {
-            let (name, _, buf) = self.binding(i)?;
+        self.for_each_binding(|i, (name, _, buf)| {
             let e = self.buffer(buf)?;
             if e.place != place::BOUND || e.at != i || e.nbytes % 4 != 0 {
                 return Err(corrupt("a binding names a buffer that is not bound to it"));
             }
-            for j in 0..i {
-                if self.binding(j)?.0 == name {
+            self.for_each_binding(|j, (other, _, _)| {
+                if j < i && other == name {
                     return Err(corrupt("two bindings have the same name"));
                 }
-            }
-        }
+                Ok(())
+            })
+        })?;
         self.for_each_step(|s| self.validate_step(&s))
     }
 
@@ -572,9 +585,6 @@ impl<'a> PlanRef<'a> {
             };
             if reach.is_none_or(|r| r > e.nbytes) {
                 return Err(corrupt("an operand's layout reaches past its buffer"));
-            }
-            if e.place != place::ARENA && e.at == usize::MAX {
-                return Err(corrupt("an operand has a bad place"));
             }
         }
         let want = |o: &Opnd, d: DType| -> Result<()> {

@@ -190,8 +190,7 @@ impl<const OPS: u128, const F32_ACC: bool> Replayer<OPS, F32_ACC> {
             ));
         }
         let mut map = [0u8; MAX_BINDINGS];
-        for (i, slot) in map.iter_mut().enumerate().take(n) {
-            let (name, role, buf) = plan.binding(i)?;
+        plan.for_each_binding(|i, (name, role, buf)| {
             let j = binds
                 .iter()
                 .position(|b| b.name() == name)
@@ -208,8 +207,9 @@ impl<const OPS: u128, const F32_ACC: bool> Replayer<OPS, F32_ACC> {
                     "a bound slice's length differs from the traced tensor's; trace and plan again for the new shape",
                 ));
             }
-            *slot = j as u8;
-        }
+            map[i] = j as u8;
+            Ok(())
+        })?;
         let base = arena.as_mut_ptr();
         let mut mem = Mem {
             plan,
