@@ -266,7 +266,10 @@ fn missing_unknown_and_read_only_binds_are_refused() -> Result<()> {
             &mut [Bind::input("x", &x), Bind::output("z", &mut y)],
         )
         .unwrap_err();
-    assert!(e.to_string().contains("no Bind of its name"), "{e}");
+    assert!(
+        e.to_string().contains("names no binding of the plan"),
+        "{e}"
+    );
     let y2 = [0.0f32; 2];
     let e = plan
         .run(
@@ -275,6 +278,13 @@ fn missing_unknown_and_read_only_binds_are_refused() -> Result<()> {
         )
         .unwrap_err();
     assert!(e.to_string().contains("read-only"), "{e}");
+    let e = plan
+        .run(
+            arena.as_mut_slice(),
+            &mut [Bind::input("x", &x), Bind::input("x", &x)],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("same name"), "{e}");
     assert_eq!(y, [7.0; 2]);
     Ok(())
 }
@@ -283,11 +293,11 @@ fn missing_unknown_and_read_only_binds_are_refused() -> Result<()> {
 fn a_plan_traced_with_other_sums_is_refused_by_a_replayer() -> Result<()> {
     use kael_core::cpu::ops;
     let tp = train_plan(Accumulation::F64, 4)?;
-    let e = Replayer::<{ ops::ALL }, true>::check(&tp.plan.as_ref()).unwrap_err();
+    let e = Replayer::<{ ops::ALL }, true>::new(&tp.plan.as_ref()).unwrap_err();
     assert!(e.to_string().contains("Accumulation::F32"), "{e}");
-    Replayer::<{ ops::ALL }, false>::check(&tp.plan.as_ref())?;
+    Replayer::<{ ops::ALL }, false>::new(&tp.plan.as_ref())?;
     // A replayer without matmul refuses before running anything.
-    let e = Replayer::<{ ops::ALL & !ops::MATMUL }, false>::check(&tp.plan.as_ref()).unwrap_err();
+    let e = Replayer::<{ ops::ALL & !ops::MATMUL }, false>::new(&tp.plan.as_ref()).unwrap_err();
     assert!(matches!(e, Error::Unsupported { op: "matmul", .. }), "{e}");
     Ok(())
 }

@@ -246,8 +246,8 @@ fn reduce_with<A: Acc, const DTYPES: u16>(
 /// The arithmetic of every reduction: combines each element of `s` (read
 /// through `src`) into its slot of `acc` (dst's row-major order, reduced
 /// `dims` collapsed), walking `src` in row-major order. `acc` starts at
-/// [`Acc::identity`]. Shared with plan replay (`crate::plan`), so both
-/// give the same bits.
+/// [`Acc::identity`]. Plan replay (`crate::plan`) combines with the same
+/// [`Acc`] in the same order over raw pointers, so both give the same bits.
 pub(crate) fn accumulate<T: Elem, A: Acc>(
     op: ReduceOp,
     s: &[T],

@@ -45,6 +45,7 @@ enum Place {
 }
 
 /// One step before encoding: kernel code, params, operands.
+#[derive(Clone)]
 struct Planned<'r> {
     /// Bytes a write step copies in (stored after the steps).
     data: Option<&'r [u8]>,
@@ -144,7 +145,7 @@ impl Plan {
                 .rev()
                 .find(|(b, x)| x.addr == addr && x.alive && first[*b] != usize::MAX)
                 .map(|(b, _)| b)
-                .ok_or(refuse("a bound tensor was not used by the recorded function; bind only what it reads or writes"))?;
+                .ok_or_else(|| refuse("a bound tensor was not used by the recorded function; bind only what it reads or writes"))?;
             if bindings[..i].iter().any(|o| o.name == bd.name) {
                 return Err(refuse(
                     "two bindings have the same name; name each bound tensor once",
@@ -237,7 +238,7 @@ impl Plan {
                     let s = bufs.len() + extra_sizes.len();
                     extra_sizes.push(
                         dst.checked_mul(8)
-                            .ok_or(refuse("a reduction is too large"))?,
+                            .ok_or_else(|| refuse("a reduction is too large"))?,
                     );
                     (
                         kernel::REDUCE,
@@ -259,6 +260,8 @@ impl Plan {
                 scratch,
             });
         }
+
+        let steps = fuse_epilogues(steps, |b| places.get(b) == Some(&Place::Arena));
 
         // Liveness over steps (scratch buffers live at their step only).
         let n_all = bufs.len() + extra_sizes.len();
@@ -306,7 +309,7 @@ impl Plan {
             offset[b] = at;
             arena_bytes = arena_bytes.max(
                 at.checked_add(size(b))
-                    .ok_or(refuse("the arena exceeds the address space"))?,
+                    .ok_or_else(|| refuse("the arena exceeds the address space"))?,
             );
             placed.push(b);
         }
@@ -347,16 +350,28 @@ impl Plan {
         let mut data_words: Vec<(usize, &[u8])> = Vec::new(); // (word of params[1], bytes)
         for s in &steps {
             let start = w.len();
-            w.extend_from_slice(&[0, s.kernel, word(s.params.len())?]);
+            let flat = flat_operands(s)?;
+            let k = if flat.is_some() {
+                s.kernel | kernel::FLAT
+            } else {
+                s.kernel
+            };
+            w.extend_from_slice(&[0, k, word(s.params.len())?]);
             if let Some(d) = s.data {
                 data_words.push((w.len() + 1, d));
             }
             w.extend_from_slice(&s.params);
             w.push(word(s.operands.len())?);
+            if let Some(f) = flat {
+                w.extend_from_slice(&f);
+                w[start] = word(w.len() - start)?;
+                continue;
+            }
             for o in &s.operands {
                 w.extend_from_slice(&[
                     word(o.buf)?,
-                    format::dtype_code(o.dtype).ok_or(refuse("a dtype other than f32 and bool"))?,
+                    format::dtype_code(o.dtype)
+                        .ok_or_else(|| refuse("a dtype other than f32 and bool"))?,
                     word(o.layout.rank())?,
                     word(o.layout.offset())?,
                 ]);
@@ -379,7 +394,7 @@ impl Plan {
         for (b, buf) in bufs.iter().enumerate() {
             if places[b] == Place::Const {
                 let at = w.len();
-                let bytes = buf.data.as_deref().ok_or(refuse(
+                let bytes = buf.data.as_deref().ok_or_else(|| refuse(
                     "a tensor read by the recorded function could not be captured (out of memory while recording)",
                 ))?;
                 push_bytes(&mut w, bytes);
@@ -391,6 +406,170 @@ impl Plan {
         super::PlanRef::new(&w)?;
         Ok(Plan { words: w })
     }
+}
+
+/// NOTE [Fused epilogues]
+/// A matmul whose result only feeds the next step's elementwise binary op
+/// (`x @ w + b`), and that op's result only the next step's unary op
+/// (`relu(..)`), become one flat matmul step that applies both to each
+/// sum as it is stored: `d = g(f(c, e))` (or `f(e, c)`, keeping the
+/// recorded operand order). Each element sees the same f32 operations in
+/// the same order as the three steps did, so the bits are the same; the
+/// intermediates never reach memory and leave the arena. Only an arena
+/// intermediate that no later step reads is fused away (in training, the
+/// pre-activation that ReLU's backward reads keeps its step).
+fn fuse_epilogues<'r>(
+    steps: Vec<Planned<'r>>,
+    in_arena: impl Fn(usize) -> bool,
+) -> Vec<Planned<'r>> {
+    let read_after = |steps: &[Planned<'_>], from: usize, buf: usize| {
+        steps[from..]
+            .iter()
+            .any(|s| s.operands.iter().any(|o| o.buf == buf))
+    };
+    // The elementwise step at `i` reads exactly `t` (the previous step's
+    // destination) as one source; its other operands and its destination
+    // are f32 and flat-shaped like `t`.
+    let reads_exactly = |s: &Planned<'_>, t: &Operand| {
+        s.operands.iter().filter(|o| o.buf == t.buf).count() == 1
+            && s.operands[..s.operands.len() - 1]
+                .iter()
+                .any(|o| o.buf == t.buf && o.layout == t.layout && o.dtype == t.dtype)
+            && s.operands
+                .iter()
+                .all(|o| o.dtype == DType::F32 && o.layout.shape() == t.layout.shape())
+    };
+    let mut out: Vec<Planned<'r>> = Vec::with_capacity(steps.len());
+    let mut i = 0;
+    while i < steps.len() {
+        let s = &steps[i];
+        let fusable = s.kernel == kernel::MATMUL
+            && s.params.is_empty()
+            && s.operands.len() == 3
+            && s.operands.iter().all(|o| o.dtype == DType::F32)
+            && s.operands[2].layout.rank() >= 2
+            && s.operands[2].layout.shape()[..s.operands[2].layout.rank() - 2]
+                .iter()
+                .all(|&n| n == 1);
+        let t = &s.operands[s.operands.len().saturating_sub(1).min(2)];
+        let bin = steps.get(i + 1).filter(|n| {
+            fusable
+                && n.kernel == kernel::BINARY
+                && n.operands.len() == 3
+                && reads_exactly(n, t)
+                && in_arena(t.buf)
+                && !read_after(&steps, i + 2, t.buf)
+                && n.operands[2].buf != s.operands[0].buf
+                && n.operands[2].buf != s.operands[1].buf
+        });
+        let Some(bin) = bin else {
+            out.push(steps[i].clone());
+            i += 1;
+            continue;
+        };
+        let side = u32::from(bin.operands[1].buf == t.buf);
+        let e = bin.operands[1 - side as usize].clone();
+        let mut d = bin.operands[2].clone();
+        let mut params = vec![bin.params[0], side];
+        let mut used = 2;
+        if let Some(un) = steps.get(i + 2).filter(|n| {
+            n.kernel == kernel::UNARY
+                && n.operands.len() == 2
+                && reads_exactly(n, &d)
+                && in_arena(d.buf)
+                && d.buf != e.buf
+                && !read_after(&steps, i + 3, d.buf)
+                && n.operands[1].buf != s.operands[0].buf
+                && n.operands[1].buf != s.operands[1].buf
+                && (n.operands[1].buf != e.buf || n.operands[1].layout == e.layout)
+        }) {
+            params.extend_from_slice(&un.params);
+            d = un.operands[1].clone();
+            used = 3;
+        }
+        out.push(Planned {
+            data: None,
+            kernel: kernel::MATMUL,
+            params,
+            operands: vec![s.operands[0].clone(), s.operands[1].clone(), e, d],
+            scratch: None,
+        });
+        i += used;
+    }
+    out
+}
+
+/// The operand words of a step's flat form (NOTE [Plan words]), when it
+/// has one: an f32 copy, unary or binary op whose operands' layouts merge
+/// into at most two dimensions (size-1 dimensions dropped, dimensions
+/// contiguous in every operand joined), or an f32 matmul without batch
+/// dimensions.
+fn flat_operands(s: &Planned<'_>) -> Result<Option<Vec<u32>>> {
+    let ops = &s.operands;
+    if ops.iter().any(|o| o.dtype != DType::F32) {
+        return Ok(None);
+    }
+    let mut w = Vec::new();
+    match (s.kernel, &ops[..]) {
+        (kernel::MATMUL, [a, _, d] | [a, _, _, d]) => {
+            let (r, shape) = (d.layout.rank(), d.layout.shape());
+            if r < 2 || shape[..r - 2].iter().any(|&n| n != 1) {
+                return Ok(None);
+            }
+            w.extend_from_slice(&[
+                word(shape[r - 2])?,
+                word(shape[r - 1])?,
+                word(a.layout.shape()[r - 1])?,
+            ]);
+            for o in ops {
+                let st = o.layout.strides();
+                w.extend_from_slice(&[
+                    word(o.buf)?,
+                    word(o.layout.offset())?,
+                    word(st[r - 2])?,
+                    word(st[r - 1])?,
+                ]);
+            }
+        }
+        (kernel::COPY | kernel::UNARY | kernel::BINARY, [.., d]) => {
+            // (size, each operand's stride) of the merged dimensions.
+            let mut dims: Vec<(usize, Vec<usize>)> = Vec::new();
+            for (i, &n) in d.layout.shape().iter().enumerate() {
+                if n == 1 {
+                    continue;
+                }
+                let st: Vec<usize> = ops.iter().map(|o| o.layout.strides()[i]).collect();
+                if let Some((pn, ps)) = dims.last_mut()
+                    && ps
+                        .iter()
+                        .zip(&st)
+                        .all(|(&p, &s)| Some(p) == s.checked_mul(n))
+                {
+                    *pn *= n;
+                    *ps = st;
+                    continue;
+                }
+                dims.push((n, st));
+            }
+            if dims.len() > 2 {
+                return Ok(None);
+            }
+            while dims.len() < 2 {
+                dims.insert(0, (1, vec![0; ops.len()]));
+            }
+            w.extend_from_slice(&[word(dims[0].0)?, word(dims[1].0)?]);
+            for (k, o) in ops.iter().enumerate() {
+                w.extend_from_slice(&[
+                    word(o.buf)?,
+                    word(o.layout.offset())?,
+                    word(dims[0].1[k])?,
+                    word(dims[1].1[k])?,
+                ]);
+            }
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(w))
 }
 
 fn push_bytes(w: &mut Vec<u32>, data: &[u8]) {

@@ -10,6 +10,9 @@
 //! bindings  n_bindings x [role, buffer, name_len, name bytes padded to words]
 //! steps     n_steps x [n_words, kernel, n_params, params.., n_operands, operands..]
 //!             operand = [buffer, dtype, rank, offset, shape[rank], strides[rank]]
+//!           or, with kernel | FLAT (f32 copy, unary, binary, matmul):
+//!             elementwise: n0 n1, then per operand [buffer, offset, s0, s1]
+//!             matmul:      m n k, then per operand [buffer, offset, rows' stride, columns' stride]
 //! constants the bytes of CONST buffers and of written data, word-aligned
 //! ```
 //! [`PlanRef::new`] checks everything a replay relies on: every range in
@@ -28,8 +31,8 @@ use crate::shape::{Dims, MAX_RANK};
 
 /// The first word of every plan: `"KPLN"` read little-endian.
 pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"KPLN");
-/// The format version this crate writes and reads.
-pub(crate) const VERSION: u32 = 1;
+/// The format version this crate writes and reads (2: flat steps).
+pub(crate) const VERSION: u32 = 2;
 /// Header flag: f32 sums accumulate in f32 (Kahan), not f64.
 pub(crate) const FLAG_F32_ACC: u32 = 1;
 /// Header length in words.
@@ -62,6 +65,11 @@ pub(crate) mod kernel {
     pub(crate) const WRITE: u32 = 8;
     /// Zeroes the whole buffer (a storage allocated zeroed).
     pub(crate) const ZERO: u32 = 9;
+    /// Flag on COPY, UNARY, BINARY and MATMUL: the operands are f32 and
+    /// flat, at most two dimensions with per-operand strides (NOTE [Plan
+    /// words]); the builder writes this form whenever the layouts allow,
+    /// so a replay walks them without decoding a layout.
+    pub(crate) const FLAT: u32 = 1 << 8;
 }
 
 /// The `u32` codes of the dtypes a plan carries.
@@ -127,8 +135,17 @@ pub(crate) fn unary_words(op: UnaryOp) -> [u32; 6] {
     ]
 }
 
-/// The unary op of [`unary_words`], or `None` when the words name none.
+/// The unary op of [`unary_words`], or `None` when the words name none
+/// exactly (validation).
 pub(crate) fn unary_of(w: &[u32]) -> Option<UnaryOp> {
+    // Only the exact words of an op decode to it (a flag or parameter
+    // that the op would not write is a corrupt plan).
+    decode_unary(w).filter(|&op| unary_words(op) == *w)
+}
+
+/// The unary op words name, trusting validation ([`unary_of`]) to have
+/// checked they name it exactly: a replay decodes with this.
+pub(crate) fn decode_unary(w: &[u32]) -> Option<UnaryOp> {
     let [code, a0, a1, b0, b1, fl] = *w else {
         return None;
     };
@@ -149,9 +166,35 @@ pub(crate) fn unary_of(w: &[u32]) -> Option<UnaryOp> {
         .into_iter()
         .find(|c| c.code() == code)?,
     };
-    // Only the exact words of an op decode to it (a flag or parameter
-    // that the op would not write is a corrupt plan).
-    (unary_words(op) == [code, a0, a1, b0, b1, fl as u32]).then_some(op)
+    Some(op)
+}
+
+/// NOTE [Bounded steps]
+/// A layout's reach bounds what a step touches but not how long it runs: a
+/// stride-0 dimension of 2^32 elements reaches one element. So validation
+/// also bounds the work: a destination has no more elements than its
+/// buffer (a kernel never writes an element twice), a reduction's source
+/// none more than its own, and a matmul's inner dimension is at most the
+/// larger of its sources' buffers. Plans the tracer writes always satisfy
+/// this (destinations are fresh or exactly in place); a corrupt plan that
+/// would spin for hours is refused instead.
+const BOUNDED: &str =
+    "a step does more work than its buffers hold (a destination larger than its buffer)";
+
+/// The binary op, whether the sum is its second operand, and the unary
+/// op (if any) of a fused matmul's epilogue (NOTE [Fused epilogues]).
+pub(crate) fn fused_ops(params: &[u32]) -> Option<(BinaryOp, bool, Option<UnaryOp>)> {
+    let (bin, side, un) = match params {
+        [b, s] => (b, s, None),
+        [b, s, u @ ..] => (b, s, Some(decode_unary(u)?)),
+        _ => return None,
+    };
+    let side = match side {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    Some((*BinaryOp::ALL.get(*bin as usize)?, side, un))
 }
 
 /// A corrupt-plan error.
@@ -170,11 +213,12 @@ pub(crate) struct Opnd {
 }
 
 /// One decoded step.
+#[derive(Clone, Copy)]
 pub(crate) struct Step<'a> {
     pub(crate) kernel: u32,
     pub(crate) params: &'a [u32],
     /// The operand words, decoded by [`Step::operand`].
-    operand_words: &'a [u32],
+    pub(crate) operand_words: &'a [u32],
     pub(crate) n_operands: usize,
 }
 
@@ -192,6 +236,53 @@ impl Step<'_> {
         let mut at = 0usize;
         for o in out.iter_mut() {
             at += decode_operand(self.operand_words.get(at..).unwrap_or(&[]), o)?;
+        }
+        Ok(out)
+    }
+}
+
+/// An operand as a replay reads it: borrowed from the plan's words, no
+/// [`Layout`] built (validation already checked it).
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub(crate) buf: usize,
+    pub(crate) dtype: u32,
+    pub(crate) offset: usize,
+    pub(crate) shape: &'a [u32],
+    pub(crate) strides: &'a [u32],
+}
+
+impl<'a> Step<'a> {
+    /// The operands as [`View`]s, in order (sources, then the destination).
+    #[inline]
+    pub(crate) fn views<const N: usize>(&self) -> Result<[View<'a>; N]> {
+        let bad = || corrupt("a step's operands run past it");
+        if self.n_operands != N {
+            return Err(bad());
+        }
+        let mut w = self.operand_words;
+        let mut out = [View {
+            buf: 0,
+            dtype: 0,
+            offset: 0,
+            shape: &[],
+            strides: &[],
+        }; N];
+        for v in out.iter_mut() {
+            let [buf, dtype, rank, offset, rest @ ..] = w else {
+                return Err(bad());
+            };
+            let rank = *rank as usize;
+            let (shape, rest) = rest.split_at_checked(rank).ok_or_else(bad)?;
+            let (strides, rest) = rest.split_at_checked(rank).ok_or_else(bad)?;
+            *v = View {
+                buf: *buf as usize,
+                dtype: *dtype,
+                offset: *offset as usize,
+                shape,
+                strides,
+            };
+            w = rest;
         }
         Ok(out)
     }
@@ -216,7 +307,7 @@ fn decode_operand(w: &[u32], out: &mut Opnd) -> Result<usize> {
         shape.push(dims[i] as usize)?;
         strides.push(dims[rank + i] as usize)?;
     }
-    out.dtype = dtype_of(dt).ok_or(corrupt("an operand has an unknown dtype"))?;
+    out.dtype = dtype_of(dt).ok_or_else(|| corrupt("an operand has an unknown dtype"))?;
     out.buf = buf as usize;
     out.layout = Layout::from_dims(shape, strides, offset as usize);
     Ok(4 + 2 * rank)
@@ -278,11 +369,12 @@ impl<'a> PlanRef<'a> {
         Self::new(words)
     }
 
+    #[inline]
     fn word(&self, i: usize) -> Result<u32> {
         self.words
             .get(i)
             .copied()
-            .ok_or(corrupt("the plan is shorter than its header says"))
+            .ok_or_else(|| corrupt("the plan is shorter than its header says"))
     }
 
     /// The arena bytes a replay needs: exactly the peak of the buffers the
@@ -310,16 +402,20 @@ impl<'a> PlanRef<'a> {
         self.words.get(6).copied().unwrap_or(0) as usize
     }
 
+    #[inline]
     pub(crate) fn buffer(&self, b: usize) -> Result<BufEntry> {
-        let i = HEADER + 3 * b;
-        if b >= self.n_buffers() {
-            return Err(corrupt("an operand names a buffer the plan does not have"));
+        let entry = (b < self.n_buffers())
+            .then(|| b.checked_mul(3)?.checked_add(HEADER))
+            .flatten()
+            .and_then(|i| self.words.get(i..)?.get(..3));
+        match entry {
+            Some(&[place, at, nbytes]) => Ok(BufEntry {
+                place,
+                at: at as usize,
+                nbytes: nbytes as usize,
+            }),
+            _ => Err(corrupt("an operand names a buffer the plan does not have")),
         }
-        Ok(BufEntry {
-            place: self.word(i)?,
-            at: self.word(i + 1)? as usize,
-            nbytes: self.word(i + 2)? as usize,
-        })
     }
 
     fn bindings_start(&self) -> usize {
@@ -356,7 +452,8 @@ impl<'a> PlanRef<'a> {
     /// The binding whose entry starts at word `at`, and the word after it.
     fn binding_at(&self, at: usize) -> Result<((&'a str, Role, usize), usize)> {
         let past = || corrupt("a binding's name runs past the plan");
-        let role = role_of(self.word(at)?).ok_or(corrupt("a binding has an unknown role"))?;
+        let role =
+            role_of(self.word(at)?).ok_or_else(|| corrupt("a binding has an unknown role"))?;
         let buf = self.word(at + 1)? as usize;
         let len = self.word(at + 2)? as usize;
         let next = (at + 3).checked_add(len.div_ceil(4)).ok_or_else(past)?;
@@ -367,7 +464,35 @@ impl<'a> PlanRef<'a> {
         Ok(((name, role, buf), next))
     }
 
-    fn steps_start(&self) -> Result<usize> {
+    /// The index, role and buffer of the binding named `name`, comparing
+    /// bytes (validation checked the names once).
+    pub(crate) fn find_binding(&self, name: &str) -> Result<Option<(usize, Role, usize)>> {
+        let past = || corrupt("a binding's name runs past the plan");
+        let mut at = self.bindings_start();
+        for i in 0..self.n_bindings() {
+            let len = self.word(at + 2)? as usize;
+            let next = (at + 3).checked_add(len.div_ceil(4)).ok_or_else(past)?;
+            let words = self.words.get(at + 3..next).ok_or_else(past)?;
+            let bytes: &[u8] = bytemuck::cast_slice(words);
+            // Compared by hand: names are short, and a call to `memcmp`
+            // costs more than the loop.
+            let same = len == name.len()
+                && bytes
+                    .iter()
+                    .zip(name.as_bytes())
+                    .try_for_each(|(a, b)| if a == b { Some(()) } else { None })
+                    .is_some();
+            if same {
+                let role = role_of(self.word(at)?)
+                    .ok_or_else(|| corrupt("a binding has an unknown role"))?;
+                return Ok(Some((i, role, self.word(at + 1)? as usize)));
+            }
+            at = next;
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn steps_start(&self) -> Result<usize> {
         let mut at = self.bindings_start();
         for _ in 0..self.n_bindings() {
             at = self.binding_at(at)?.1;
@@ -376,23 +501,34 @@ impl<'a> PlanRef<'a> {
     }
 
     /// Calls `f` with each step in order.
-    pub(crate) fn for_each_step(&self, mut f: impl FnMut(Step<'a>) -> Result<()>) -> Result<()> {
-        let mut at = self.steps_start()?;
+    pub(crate) fn for_each_step(&self, f: impl FnMut(Step<'a>) -> Result<()>) -> Result<()> {
+        self.for_each_step_from(self.steps_start()?, f)
+    }
+
+    /// [`PlanRef::for_each_step`] with the steps' start known
+    /// ([`PlanRef::steps_start`]).
+    #[inline]
+    pub(crate) fn for_each_step_from(
+        &self,
+        mut at: usize,
+        mut f: impl FnMut(Step<'a>) -> Result<()>,
+    ) -> Result<()> {
         for _ in 0..self.n_steps() {
             let len = self.word(at)? as usize;
             let end = at
                 .checked_add(len)
                 .filter(|&e| e <= self.words.len() && len >= 4)
-                .ok_or(corrupt("a step runs past the plan"))?;
+                .ok_or_else(|| corrupt("a step runs past the plan"))?;
             let w = &self.words[at..end];
             let kernel = w[1];
             let n_params = w[2] as usize;
             let params = w
                 .get(3..3 + n_params)
-                .ok_or(corrupt("a step's parameters run past it"))?;
-            let n_operands =
-                *w.get(3 + n_params)
-                    .ok_or(corrupt("a step's parameters run past it"))? as usize;
+                .ok_or_else(|| corrupt("a step's parameters run past it"))?;
+            let n_operands = *w
+                .get(3 + n_params)
+                .ok_or_else(|| corrupt("a step's parameters run past it"))?
+                as usize;
             f(Step {
                 kernel,
                 params,
@@ -409,11 +545,11 @@ impl<'a> PlanRef<'a> {
         let words = self
             .words
             .get(at..at.saturating_add(nbytes.div_ceil(4)))
-            .ok_or(corrupt("a constant runs past the plan"))?;
+            .ok_or_else(|| corrupt("a constant runs past the plan"))?;
         let bytes: &'a [u8] = bytemuck::cast_slice(words);
         bytes
             .get(..nbytes)
-            .ok_or(corrupt("a constant runs past the plan"))
+            .ok_or_else(|| corrupt("a constant runs past the plan"))
     }
 
     #[inline(never)]
@@ -481,26 +617,29 @@ impl<'a> PlanRef<'a> {
 
     fn validate_step(&self, s: &Step<'_>) -> Result<()> {
         use kernel::*;
+        if s.kernel & FLAT != 0 {
+            return self.validate_flat(s);
+        }
         let np = s.params.len();
         match (s.kernel, np) {
             (FILL, 2) | (COPY, 0) | (WHERE, 0) | (MATMUL, 0) | (ZERO, 0) => {}
             (UNARY, 6) => {
-                unary_of(s.params).ok_or(corrupt("a unary step names no unary op"))?;
+                unary_of(s.params).ok_or_else(|| corrupt("a unary step names no unary op"))?;
             }
             (BINARY, 1) => {
                 BinaryOp::ALL
                     .get(s.params[0] as usize)
-                    .ok_or(corrupt("a binary step names no binary op"))?;
+                    .ok_or_else(|| corrupt("a binary step names no binary op"))?;
             }
             (COMPARE, 1) => {
                 CmpOp::ALL
                     .get(s.params[0] as usize)
-                    .ok_or(corrupt("a compare step names no comparison"))?;
+                    .ok_or_else(|| corrupt("a compare step names no comparison"))?;
             }
             (REDUCE, 3) => {
                 REDUCE_OPS
                     .get(s.params[0] as usize)
-                    .ok_or(corrupt("a reduce step names no reduction"))?;
+                    .ok_or_else(|| corrupt("a reduce step names no reduction"))?;
             }
             (WRITE, 3) => {}
             _ => return Err(corrupt("a step has an unknown kernel or parameter count")),
@@ -562,6 +701,110 @@ impl<'a> PlanRef<'a> {
         }
     }
 
+    /// A flat step (NOTE [Plan words]): its op, the reach of each f32
+    /// operand, a writable destination, and sources exactly in place
+    /// (elementwise only) or disjoint from it.
+    fn validate_flat(&self, s: &Step<'_>) -> Result<()> {
+        use kernel::*;
+        let kernel = s.kernel & !FLAT;
+        let (n_ops, n_dims) = match (kernel, s.params.len()) {
+            (COPY, 0) => (2, 2),
+            (UNARY, 6) => {
+                unary_of(s.params).ok_or_else(|| corrupt("a unary step names no unary op"))?;
+                (2, 2)
+            }
+            (BINARY, 1) => {
+                BinaryOp::ALL
+                    .get(s.params[0] as usize)
+                    .ok_or_else(|| corrupt("a binary step names no binary op"))?;
+                (3, 2)
+            }
+            (MATMUL, 0) => (3, 3),
+            // NOTE [Fused epilogues]: binary op and side, then a unary op.
+            (MATMUL, 2 | 8) => {
+                if fused_ops(s.params).is_none()
+                    || s.params
+                        .get(2..)
+                        .is_some_and(|u| !u.is_empty() && unary_of(u).is_none())
+                {
+                    return Err(corrupt("a matmul's epilogue names no op"));
+                }
+                (4, 3)
+            }
+            _ => {
+                return Err(corrupt(
+                    "a flat step has a kernel or parameter count it cannot",
+                ));
+            }
+        };
+        if s.n_operands != n_ops || s.operand_words.len() != n_dims + 4 * n_ops {
+            return Err(corrupt("a flat step has the wrong number of operand words"));
+        }
+        let (dims, ops) = s.operand_words.split_at(n_dims);
+        let dim = |i: usize| dims.get(i).map_or(0, |&d| d as usize);
+        let mut dst = BufEntry {
+            place: place::ARENA,
+            at: 0,
+            nbytes: 0,
+        };
+        for (i, o) in ops.chunks_exact(4).enumerate() {
+            let (rows, cols) = match (kernel, i) {
+                (MATMUL, 0) => (dim(0), dim(2)),
+                (MATMUL, 1) => (dim(2), dim(1)),
+                _ => (dim(0), dim(1)),
+            };
+            let e = self.buffer(o[0] as usize)?;
+            let reach = if rows == 0 || cols == 0 {
+                Some(0)
+            } else {
+                (rows - 1)
+                    .checked_mul(o[2] as usize)
+                    .zip((cols - 1).checked_mul(o[3] as usize))
+                    .and_then(|(r, c)| r.checked_add(c)?.checked_add(o[1] as usize)?.checked_add(1))
+                    .and_then(|n| n.checked_mul(4))
+            };
+            if reach.is_none_or(|r| r > e.nbytes) {
+                return Err(corrupt("an operand's layout reaches past its buffer"));
+            }
+            dst = e;
+        }
+        // NOTE [Bounded steps]
+        let elems =
+            |i: usize| -> Result<usize> { Ok(self.buffer(ops[4 * i] as usize)?.nbytes / 4) };
+        let bounded = if kernel == MATMUL {
+            dim(0)
+                .checked_mul(dim(1))
+                .is_some_and(|n| n <= dst.nbytes / 4)
+                && dim(2) <= elems(0)?.max(elems(1)?)
+        } else {
+            dim(0)
+                .checked_mul(dim(1))
+                .is_some_and(|n| n <= dst.nbytes / 4)
+        };
+        if !bounded {
+            return Err(corrupt(BOUNDED));
+        }
+        self.check_writable(dst)?;
+        let d = &ops[4 * (n_ops - 1)..];
+        for (i, o) in ops.chunks_exact(4).take(n_ops - 1).enumerate() {
+            if o[0] == d[0] {
+                // A matmul's epilogue operand (the third) may be exactly
+                // the destination; its factors never.
+                if (kernel == MATMUL && i < 2) || o != d {
+                    return Err(corrupt(
+                        "a step reads its destination other than exactly in place",
+                    ));
+                }
+            } else {
+                let e = self.buffer(o[0] as usize)?;
+                if e.place == place::ARENA && dst.place == place::ARENA && overlaps(e, dst) {
+                    return Err(corrupt("a step's source and destination share arena bytes"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check_writable(&self, e: BufEntry) -> Result<()> {
         if e.place == place::CONST {
             return Err(corrupt("a step writes a constant"));
@@ -585,6 +828,30 @@ impl<'a> PlanRef<'a> {
             };
             if reach.is_none_or(|r| r > e.nbytes) {
                 return Err(corrupt("an operand's layout reaches past its buffer"));
+            }
+        }
+        // The work a step does is bounded by its buffers (NOTE [Bounded
+        // steps]).
+        let elems = |o: &Opnd| -> Result<usize> {
+            Ok(self.buffer(o.buf)?.nbytes / o.dtype.size_in_bytes())
+        };
+        let numel = |o: &Opnd| -> Option<usize> {
+            o.layout
+                .shape()
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+        };
+        if numel(dst).is_none_or(|n| n > elems(dst).unwrap_or(0)) {
+            return Err(corrupt(BOUNDED));
+        }
+        if kernel == kernel::REDUCE {
+            if numel(srcs[0]).is_none_or(|n| n > elems(srcs[0]).unwrap_or(0)) {
+                return Err(corrupt(BOUNDED));
+            }
+        } else if kernel == kernel::MATMUL {
+            let k = srcs[0].layout.shape().last().copied().unwrap_or(0);
+            if k > elems(srcs[0])?.max(elems(srcs[1])?) {
+                return Err(corrupt(BOUNDED));
             }
         }
         let want = |o: &Opnd, d: DType| -> Result<()> {

@@ -8,16 +8,30 @@
 //! matrix product sums in the same order as the blocked `matmul` (per
 //! `KC`-deep block from zero, blocks added in order). So a replay's bits
 //! are the eager device's bits.
+//!
+//! NOTE [Replay on raw pointers]
+//! [`PlanRef::new`] checked, once, that every operand's layout reaches
+//! only inside its buffer, that a step's buffers are exactly equal or
+//! disjoint, and that nothing writes an input or a constant; `run` checks
+//! that the arena and every bound slice hold their buffers' bytes. So the
+//! kernels here index by raw pointer without re-checking: that is the
+//! "no per-op validation beyond what the plan checked once" of the design,
+//! and it is what makes a replay cost about what hand-written loops cost.
+//! Every pointer is derived once per run (the arena's base, each bound
+//! slice's), and an exactly-in-place source is read through the same
+//! pointer as its destination, so no reference ever aliases a write.
 
 use super::Role;
-use super::format::{ARENA_ALIGN, MAX_BINDINGS, Opnd, PlanRef, Step, kernel, place, unary_of};
+use super::format::{
+    ARENA_ALIGN, MAX_BINDINGS, PlanRef, Step, View, decode_unary, fused_ops, kernel, place,
+};
 use crate::backend::{BinaryOp, CmpOp};
 use crate::cpu::matmul::KC;
 use crate::cpu::ops;
-use crate::cpu::reduce::{Acc, Kahan32, accumulate, store_into};
+use crate::cpu::reduce::{Acc, Kahan32};
 use crate::dtype::Scalar;
 use crate::error::{Error, Result};
-use crate::layout::{Layout, walk};
+use crate::shape::MAX_RANK;
 
 /// A slice a replay reads or writes, bound by name to one of the plan's
 /// bindings ([`PlanRef::binding`]).
@@ -60,13 +74,6 @@ impl<'a> Bind<'a> {
             Bind::In(n, _) | Bind::Out(n, _) => n,
         }
     }
-
-    fn len(&self) -> usize {
-        match self {
-            Bind::In(_, d) => d.len(),
-            Bind::Out(_, d) => d.len(),
-        }
-    }
 }
 
 /// An arena for [`PlanRef::run`]: `N` bytes aligned as a replay needs.
@@ -104,11 +111,11 @@ fn refuse(reason: &'static str) -> Error {
     Error::InvalidArgument { op: RUN, reason }
 }
 
-/// Runs plans with the kernels a firmware image links: `OPS` (a set of
+/// Runs one plan with the kernels a firmware image links: `OPS` (a set of
 /// [`ops`] bits, as for [`CpuBackend`](crate::cpu::CpuBackend)) and f32
-/// accumulation `F32_ACC`. A plan traced on a device with another
-/// accumulation, or using an op outside `OPS`, is refused before anything
-/// runs.
+/// accumulation `F32_ACC`. [`Replayer::new`] refuses, once, a plan traced
+/// on a device with another accumulation or using an op outside `OPS`;
+/// each [`Replayer::run`] then checks only the arena and the bindings.
 ///
 /// ```
 /// use kael_core::cpu::ops;
@@ -118,28 +125,30 @@ fn refuse(reason: &'static str) -> Error {
 /// let x = Tensor::from_slice(&[1.0f32, -2.0], &[2], &tracer.device())?;
 /// let (y, rec) = tracer.record(|| x.relu())?;
 /// let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+/// let relu = Replayer::<{ ops::RELU }, true>::new(&plan.as_ref())?;
 /// let mut out = [0.0f32; 2];
-/// Replayer::<{ ops::RELU }, true>::run(&plan.as_ref(), &mut [], &mut [
-///     Bind::input("x", &[4.0, -1.0]),
-///     Bind::output("y", &mut out),
-/// ])?;
+/// relu.run(&mut [], &mut [Bind::input("x", &[4.0, -1.0]), Bind::output("y", &mut out)])?;
 /// assert_eq!(out, [4.0, 0.0]);
 /// // Without relu linked, the plan is refused before it runs.
-/// assert!(Replayer::<{ ops::ADD }, true>::check(&plan.as_ref()).is_err());
+/// assert!(Replayer::<{ ops::ADD }, true>::new(&plan.as_ref()).is_err());
 /// # Ok::<(), kael_core::Error>(())
 /// ```
-#[derive(Debug)]
-pub struct Replayer<const OPS: u128 = { ops::ALL }, const F32_ACC: bool = false>;
+#[derive(Clone, Copy, Debug)]
+pub struct Replayer<'p, const OPS: u128 = { ops::ALL }, const F32_ACC: bool = false> {
+    plan: PlanRef<'p>,
+    /// The word where the steps start (found once).
+    steps_at: usize,
+}
 
-impl<const OPS: u128, const F32_ACC: bool> Replayer<OPS, F32_ACC> {
-    /// Whether this replayer runs `plan`: same accumulation, every op
-    /// linked.
+impl<'p, const OPS: u128, const F32_ACC: bool> Replayer<'p, OPS, F32_ACC> {
+    /// A replayer of `plan`, after checking it was traced with this
+    /// accumulation and needs no op outside `OPS`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the plan was traced with the other
     /// accumulation; [`Error::Unsupported`] naming an op or family that
     /// `OPS` lacks.
-    pub fn check(plan: &PlanRef<'_>) -> Result<()> {
+    pub fn new(plan: &PlanRef<'p>) -> Result<Self> {
         if plan.f32_accumulation() != F32_ACC {
             return Err(refuse(if F32_ACC {
                 "the plan was traced on a device that sums f32 in f64 (Accumulation::F64); trace it with Accumulation::F32 to replay it here, or replay with F32_ACC = false"
@@ -147,31 +156,41 @@ impl<const OPS: u128, const F32_ACC: bool> Replayer<OPS, F32_ACC> {
                 "the plan was traced on a device that sums f32 in f32 (Accumulation::F32); trace it with Accumulation::F64 to replay it here, or replay with F32_ACC = true"
             }));
         }
-        let missing = |op: &'static str| Error::Unsupported {
-            op,
-            device: crate::DeviceKind::Cpu,
-        };
         plan.for_each_step(|s| {
-            let (bit, name) = step_bit(&s)?;
-            if OPS & bit != bit {
-                return Err(missing(name));
+            for (bit, name) in step_bits(&s)? {
+                if OPS & bit != bit {
+                    return Err(Error::Unsupported {
+                        op: name,
+                        device: crate::DeviceKind::Cpu,
+                    });
+                }
             }
             Ok(())
+        })?;
+        Ok(Self {
+            plan: *plan,
+            steps_at: plan.steps_start()?,
         })
     }
 
-    /// Replays `plan` on `arena` (at least [`PlanRef::arena_bytes`]
+    /// The plan this replayer runs.
+    pub fn plan(&self) -> &PlanRef<'p> {
+        &self.plan
+    }
+
+    /// Replays the plan on `arena` (at least [`PlanRef::arena_bytes`]
     /// bytes, 16-byte aligned: [`Arena`]) with `binds` supplying every
     /// binding by name. Everything is checked before the first kernel
     /// runs, so a refused replay changes nothing.
     ///
     /// # Errors
-    /// As [`Replayer::check`]; [`Error::InvalidArgument`] when the arena
-    /// is too small or misaligned, a binding is missing, unknown, read-only
-    /// where the plan writes, or of another length than traced (trace and
-    /// plan again for a new shape).
-    pub fn run(plan: &PlanRef<'_>, arena: &mut [u8], binds: &mut [Bind<'_>]) -> Result<()> {
-        Self::check(plan)?;
+    /// [`Error::OutOfMemory`] when the arena is too small;
+    /// [`Error::InvalidArgument`] when it is misaligned, or a binding is
+    /// missing, unknown, bound twice, read-only where the plan writes, or
+    /// of another length than traced (trace and plan again for a new
+    /// shape).
+    pub fn run(&self, arena: &mut [u8], binds: &mut [Bind<'_>]) -> Result<()> {
+        let plan = &self.plan;
         if arena.len() < plan.arena_bytes() {
             return Err(Error::OutOfMemory {
                 requested: plan.arena_bytes(),
@@ -183,63 +202,82 @@ impl<const OPS: u128, const F32_ACC: bool> Replayer<OPS, F32_ACC> {
                 "the arena is not 16-byte aligned; use kael_core::plan::Arena",
             ));
         }
-        let n = plan.n_bindings();
-        if binds.len() != n {
+        if binds.len() != plan.n_bindings() {
             return Err(refuse(
                 "the number of binds differs from the plan's bindings; pass one Bind per binding (PlanRef::binding lists them)",
             ));
         }
-        let mut map = [0u8; MAX_BINDINGS];
-        plan.for_each_binding(|i, (name, role, buf)| {
-            let j = binds
-                .iter()
-                .position(|b| b.name() == name)
-                .ok_or(refuse(
-                    "a binding of the plan has no Bind of its name; bind every name PlanRef::binding lists",
-                ))?;
-            if role != Role::Input && matches!(binds[j], Bind::In(..)) {
+        // Each bound slice gives its pointer once (NOTE [Replay on raw
+        // pointers]); `binds.len()` distinct names fill every slot.
+        let mut bound = [core::ptr::null_mut::<u8>(); MAX_BINDINGS];
+        for b in binds.iter_mut() {
+            let (i, role, buf) = plan.find_binding(b.name())?.ok_or_else(|| {
+                refuse(
+                    "a Bind names no binding of the plan; bind exactly the names PlanRef::binding lists",
+                )
+            })?;
+            let slot = bound
+                .get_mut(i)
+                .ok_or_else(|| refuse("corrupt binding table"))?;
+            if !slot.is_null() {
                 return Err(refuse(
-                    "an output or state binding was given read-only; pass it with Bind::output or Bind::state",
+                    "two Binds have the same name; bind each of the plan's names once",
                 ));
             }
-            if binds[j].len().checked_mul(4) != Some(plan.buffer(buf)?.nbytes) {
+            let (len, ptr) = match b {
+                Bind::In(_, d) if role == Role::Input => (d.len(), d.as_ptr().cast_mut()),
+                Bind::In(..) => {
+                    return Err(refuse(
+                        "an output or state binding was given read-only; pass it with Bind::output or Bind::state",
+                    ));
+                }
+                Bind::Out(_, d) => (d.len(), d.as_mut_ptr()),
+            };
+            if len.checked_mul(4) != Some(plan.buffer(buf)?.nbytes) {
                 return Err(refuse(
                     "a bound slice's length differs from the traced tensor's; trace and plan again for the new shape",
                 ));
             }
-            map[i] = j as u8;
-            Ok(())
-        })?;
-        let base = arena.as_mut_ptr();
-        let mut mem = Mem {
-            plan,
-            base,
-            binds,
-            map: &map,
+            *slot = ptr.cast();
+        }
+        let mem = Mem {
+            plan: *plan,
+            base: arena.as_mut_ptr(),
+            bound: &bound,
         };
-        plan.for_each_step(|s| mem.step::<OPS, F32_ACC>(&s))
+        plan.for_each_step_from(self.steps_at, |s| mem.step::<OPS, F32_ACC>(&s))
     }
 }
 
-/// The kernel-selection bit a step needs and its op's name (0 for writes
-/// and zeroing, which are always linked).
-fn step_bit(s: &Step<'_>) -> Result<(u128, &'static str)> {
-    Ok(match s.kernel {
-        kernel::FILL => (ops::FILL, "fill"),
-        kernel::COPY => (ops::COPY, "copy"),
+/// The kernel-selection bits a step needs, each with its op's name (0
+/// for writes and zeroing, which are always linked).
+fn step_bits(s: &Step<'_>) -> Result<[(u128, &'static str); 3]> {
+    const NONE: (u128, &str) = (0, "write");
+    let one = |b: (u128, &'static str)| [b, NONE, NONE];
+    Ok(match s.kernel & !kernel::FLAT {
+        kernel::FILL => one((ops::FILL, "fill")),
+        kernel::COPY => one((ops::COPY, "copy")),
         kernel::UNARY => {
-            let op = unary_of(s.params).ok_or(refuse("corrupt unary step"))?;
-            (op.bit(), op.name())
+            let op = decode_unary(s.params).ok_or_else(|| refuse("corrupt unary step"))?;
+            one((op.bit(), op.name()))
         }
         kernel::BINARY => {
             let op = binary_of(s)?;
-            (op.bit(), op.name())
+            one((op.bit(), op.name()))
         }
-        kernel::COMPARE => (ops::COMPARE, "compare"),
-        kernel::WHERE => (ops::WHERE, "where"),
-        kernel::REDUCE => (ops::REDUCE, "reduce"),
-        kernel::MATMUL => (ops::MATMUL, "matmul"),
-        _ => (0, "write"),
+        kernel::COMPARE => one((ops::COMPARE, "compare")),
+        kernel::WHERE => one((ops::WHERE, "where")),
+        kernel::REDUCE => one((ops::REDUCE, "reduce")),
+        kernel::MATMUL if s.params.is_empty() => one((ops::MATMUL, "matmul")),
+        kernel::MATMUL => {
+            let (bin, _, un) = fused_ops(s.params).ok_or_else(|| refuse("corrupt matmul step"))?;
+            [
+                (ops::MATMUL, "matmul"),
+                (bin.bit(), bin.name()),
+                un.map_or(NONE, |u| (u.bit(), u.name())),
+            ]
+        }
+        _ => one(NONE),
     })
 }
 
@@ -247,14 +285,14 @@ fn binary_of(s: &Step<'_>) -> Result<BinaryOp> {
     s.params
         .first()
         .and_then(|&c| BinaryOp::ALL.get(c as usize).copied())
-        .ok_or(refuse("corrupt binary step"))
+        .ok_or_else(|| refuse("corrupt binary step"))
 }
 
 fn compare_of(s: &Step<'_>) -> Result<CmpOp> {
     s.params
         .first()
         .and_then(|&c| CmpOp::ALL.get(c as usize).copied())
-        .ok_or(refuse("corrupt compare step"))
+        .ok_or_else(|| refuse("corrupt compare step"))
 }
 
 impl PlanRef<'_> {
@@ -278,7 +316,9 @@ impl PlanRef<'_> {
     pub fn ops(&self) -> Result<u128> {
         let mut set = 0u128;
         self.for_each_step(|s| {
-            set |= step_bit(&s)?.0;
+            for (bit, _) in step_bits(&s)? {
+                set |= bit;
+            }
             Ok(())
         })?;
         Ok(set)
@@ -288,225 +328,252 @@ impl PlanRef<'_> {
     /// was traced with ([`Replayer::run`]).
     ///
     /// # Errors
-    /// As [`Replayer::run`].
+    /// As [`Replayer::new`] and [`Replayer::run`].
     pub fn run(&self, arena: &mut [u8], binds: &mut [Bind<'_>]) -> Result<()> {
         if self.f32_accumulation() {
-            Replayer::<{ ops::ALL }, true>::run(self, arena, binds)
+            Replayer::<{ ops::ALL }, true>::new(self)?.run(arena, binds)
         } else {
-            Replayer::<{ ops::ALL }, false>::run(self, arena, binds)
+            Replayer::<{ ops::ALL }, false>::new(self)?.run(arena, binds)
         }
     }
 }
 
-/// Where a replay's operands are.
-struct Mem<'p, 'b, 'c> {
-    plan: &'p PlanRef<'p>,
+/// Where a replay's buffers are: the arena's base, each binding's pointer
+/// (by binding index), and the plan's constants.
+struct Mem<'p, 'b> {
+    plan: PlanRef<'p>,
     base: *mut u8,
-    binds: &'b mut [Bind<'c>],
-    map: &'b [u8; MAX_BINDINGS],
+    bound: &'b [*mut u8; MAX_BINDINGS],
 }
 
-/// A source: its own slice, or the destination itself (exactly in place).
-enum In<'a, T> {
-    Slice(&'a [T]),
-    Dst,
-}
-
-impl Mem<'_, '_, '_> {
-    /// The address and byte length of buffer `b`.
-    fn locate(&mut self, b: usize) -> Result<(*mut u8, usize)> {
+impl Mem<'_, '_> {
+    /// The address of buffer `b`'s first byte.
+    #[inline]
+    fn ptr(&self, b: usize) -> Result<*mut u8> {
         let e = self.plan.buffer(b)?;
         Ok(match e.place {
-            place::ARENA => {
-                // SAFETY: validation put `at + nbytes` inside the plan's
-                // arena bytes, and `run` checked the arena holds them.
-                (unsafe { self.base.add(e.at) }, e.nbytes)
-            }
-            place::BOUND => {
-                let j = usize::from(self.map[e.at]);
-                match &mut self.binds[j] {
-                    Bind::In(_, d) => (d.as_ptr().cast_mut().cast(), e.nbytes),
-                    Bind::Out(_, d) => (d.as_mut_ptr().cast(), e.nbytes),
-                }
-            }
-            _ => (
-                self.plan.constant(e.at, e.nbytes)?.as_ptr().cast_mut(),
-                e.nbytes,
-            ),
+            // Validation put `at + nbytes` inside the arena bytes, which
+            // `run` checked the arena holds.
+            place::ARENA => self.base.wrapping_add(e.at),
+            place::BOUND => *self
+                .bound
+                .get(e.at)
+                .ok_or_else(|| refuse("corrupt bound buffer"))?,
+            // Validation put the constant's words inside the plan.
+            _ => self
+                .plan
+                .words
+                .as_ptr()
+                .wrapping_add(e.at)
+                .cast_mut()
+                .cast(),
         })
     }
 
-    /// The destination's elements.
-    ///
-    /// # Safety
-    /// No other live reference may overlap the buffer (validation: a step's
-    /// buffers are exactly equal or disjoint, and destinations are never
-    /// inputs or constants, so the pointer came from writable memory).
-    unsafe fn dst<'x, T: bytemuck::Pod>(&mut self, o: &Opnd) -> Result<&'x mut [T]> {
-        let (p, n) = self.locate(o.buf)?;
-        // SAFETY: `p` is valid for `n` bytes and aligned for `T` (arena
-        // offsets are 16-aligned, bound slices are f32, constants words,
-        // and bool/u8 need 1); the caller guarantees exclusivity.
-        Ok(unsafe { core::slice::from_raw_parts_mut(p.cast::<T>(), n / size_of::<T>()) })
-    }
-
-    /// A source's elements, or [`In::Dst`] when it is the destination.
-    ///
-    /// # Safety
-    /// The buffer is not written while the slice lives, unless it is the
-    /// destination (then no slice is made).
-    unsafe fn src<'x, T: bytemuck::Pod>(&mut self, o: &Opnd, dst: &Opnd) -> Result<In<'x, T>> {
-        if o.buf == dst.buf {
-            return Ok(In::Dst);
+    /// Typed pointers to a step's operands: `N - 1` sources, then the
+    /// destination.
+    #[inline]
+    fn ptrs<T, const N: usize>(&self, v: &[View<'_>; N]) -> Result<[*mut T; N]> {
+        let mut out = [core::ptr::null_mut(); N];
+        for (o, v) in out.iter_mut().zip(v) {
+            *o = self.ptr(v.buf)?.cast();
         }
-        let (p, n) = self.locate(o.buf)?;
-        // SAFETY: as in `dst`; the caller guarantees nothing writes it.
-        Ok(In::Slice(unsafe {
-            core::slice::from_raw_parts(p.cast_const().cast::<T>(), n / size_of::<T>())
-        }))
+        Ok(out)
     }
 
-    fn scratch<'x, A>(&mut self, b: usize, n: usize) -> Result<&'x mut [A]> {
-        let (p, bytes) = self.locate(b)?;
-        if n.checked_mul(size_of::<A>())
-            .is_none_or(|need| need > bytes)
+    /// An f32 operand's first element in a flat step.
+    #[inline]
+    fn at(&self, buf: u32, offset: u32) -> Result<*mut f32> {
+        Ok(self
+            .ptr(buf as usize)?
+            .cast::<f32>()
+            .wrapping_add(offset as usize))
+    }
+
+    /// A flat step (NOTE [Plan words]).
+    fn flat<const OPS: u128>(&self, s: &Step<'_>) -> Result<()> {
+        // NOTE [Replay on raw pointers]: validation checked each flat
+        // operand's reach for its dimensions, so every pointer below stays
+        // inside its buffer.
         {
-            return Err(refuse("corrupt reduction scratch"));
+            match (s.kernel & !kernel::FLAT, s.operand_words) {
+                (kernel::MATMUL, &[m, n, k, ab, ao, ar, ac, bb, bo, br, bc, ref rest @ ..])
+                    if OPS & ops::MATMUL != 0 =>
+                {
+                    let u = |x: u32| x as usize;
+                    let mnk = [u(m), u(n), u(k)];
+                    let a = (self.at(ab, ao)?, u(ar), u(ac));
+                    let b = (self.at(bb, bo)?, u(br), u(bc));
+                    match *rest {
+                        [db, d_o, dr, dc] => {
+                            let d = (self.at(db, d_o)?, u(dr), u(dc));
+                            // SAFETY: the note's; `d` is disjoint from `a`
+                            // and `b` (validated).
+                            unsafe { matmul2(mnk, a, b, d, |c, _| c) };
+                        }
+                        // NOTE [Fused epilogues]
+                        [eb, eo, er, ec, db, d_o, dr, dc] => {
+                            let (bin, swap, un) =
+                                fused_ops(s.params).ok_or_else(|| refuse("corrupt matmul step"))?;
+                            let f = bin.float_fn_in::<f32, OPS>();
+                            let g = un.map(|u| u.float_fn_in::<f32, OPS>());
+                            let (pe, er, ec) = (self.at(eb, eo)?, u(er), u(ec));
+                            let d = (self.at(db, d_o)?, u(dr), u(dc));
+                            let out = |c, [i, j]: [usize; 2]| {
+                                // SAFETY: the note's: `e` is `[m, n]` like
+                                // `d`, read before `d` is written.
+                                let e = unsafe { *pe.wrapping_add(i * er + j * ec) };
+                                let v = if swap { f(e, c) } else { f(c, e) };
+                                g.map_or(v, |g| g(v))
+                            };
+                            // SAFETY: as above.
+                            unsafe { matmul2(mnk, a, b, d, out) };
+                        }
+                        _ => return Err(refuse("corrupt flat step")),
+                    }
+                }
+                (kernel::BINARY, &[n0, n1, ab, ao, a0, a1, bb, bo, b0, b1, db, d_o, d0, d1])
+                    if OPS & ops::BINARY != 0 =>
+                {
+                    let f = binary_of(s)?.float_fn_in::<f32, OPS>();
+                    let (a, b, d) = (self.at(ab, ao)?, self.at(bb, bo)?, self.at(db, d_o)?);
+                    // SAFETY: the note's; sources are read before the
+                    // destination is written (exactly in place at most).
+                    unsafe { grid3([n0, n1], (a, a0, a1), (b, b0, b1), (d, d0, d1), f) };
+                }
+                (kernel::UNARY, &[n0, n1, ab, ao, a0, a1, db, d_o, d0, d1])
+                    if OPS & ops::UNARY != 0 =>
+                {
+                    let f = decode_unary(s.params)
+                        .ok_or_else(|| refuse("corrupt unary step"))?
+                        .float_fn_in::<f32, OPS>();
+                    let (a, d) = (self.at(ab, ao)?, self.at(db, d_o)?);
+                    // SAFETY: as for binary.
+                    unsafe { grid2([n0, n1], (a, a0, a1), (d, d0, d1), f) };
+                }
+                (kernel::COPY, &[n0, n1, ab, ao, a0, a1, db, d_o, d0, d1])
+                    if OPS & ops::COPY != 0 =>
+                {
+                    let (a, d) = (self.at(ab, ao)?, self.at(db, d_o)?);
+                    // SAFETY: as for binary.
+                    unsafe { grid2([n0, n1], (a, a0, a1), (d, d0, d1), |x| x) };
+                }
+                _ => return Err(refuse("corrupt flat step")),
+            }
         }
-        // SAFETY: an arena buffer (validated) of at least `n` elements of
-        // `A` (8 bytes, align ≤ 8: f64 or Kahan32), 16-aligned, disjoint
-        // from the step's operands (validated); every bit pattern is a
-        // valid f64/f32 pair, and the caller initialises it first.
-        Ok(unsafe { core::slice::from_raw_parts_mut(p.cast::<A>(), n) })
+        Ok(())
     }
 
-    #[inline(never)]
-    fn step<const OPS: u128, const F32_ACC: bool>(&mut self, s: &Step<'_>) -> Result<()> {
-        // SAFETY: (every `dst`/`src` below) PlanRef validation made each
-        // step's buffers exactly equal or disjoint and its destination
-        // writable; a source equal to the destination comes back as
-        // `In::Dst`, so no slice overlaps the `&mut` destination.
+    fn step<const OPS: u128, const F32_ACC: bool>(&self, s: &Step<'_>) -> Result<()> {
+        if s.kernel & kernel::FLAT != 0 {
+            return self.flat::<OPS>(s);
+        }
+        // SAFETY: (every kernel call below) NOTE [Replay on raw pointers]:
+        // each operand's walk stays inside its buffer, the pointers are
+        // valid for those bytes and aligned for their dtype (arena offsets
+        // 16-aligned, bound slices f32, constants words, bool/u8 align 1),
+        // sources are disjoint from the destination or exactly it, and the
+        // destination is writable memory.
         unsafe {
             match s.kernel {
                 kernel::FILL if OPS & ops::FILL != 0 => {
-                    let [d] = s.operands::<1>()?;
-                    let v = f64::from_bits(u64::from(s.params[0]) | (u64::from(s.params[1]) << 32));
-                    if d.dtype == crate::DType::Bool {
-                        let x = u8::from(v != 0.0);
-                        let dd = self.dst::<u8>(&d)?;
-                        walk([&d.layout], |[od]| dd[od] = x);
+                    let v @ [d] = s.views::<1>()?;
+                    let x = f64::from_bits(u64::from(s.params[0]) | (u64::from(s.params[1]) << 32));
+                    if d.dtype == BOOL {
+                        let [pd] = self.ptrs::<u8, 1>(&v)?;
+                        let x = u8::from(x != 0.0);
+                        rows(d.shape, &v, |[od], [sd], n| {
+                            fill_row(pd.wrapping_add(od), sd, n, x)
+                        });
                     } else {
-                        let x = <f32 as Scalar>::from_f64(v);
-                        let dd = self.dst::<f32>(&d)?;
-                        walk([&d.layout], |[od]| dd[od] = x);
+                        let [pd] = self.ptrs::<f32, 1>(&v)?;
+                        let x = <f32 as Scalar>::from_f64(x);
+                        rows(d.shape, &v, |[od], [sd], n| {
+                            fill_row(pd.wrapping_add(od), sd, n, x)
+                        });
                     }
                 }
                 kernel::ZERO => {
-                    let [d] = s.operands::<1>()?;
-                    self.dst::<u8>(&d)?.fill(0);
+                    let [d] = s.views::<1>()?;
+                    let n = self.plan.buffer(d.buf)?.nbytes;
+                    core::ptr::write_bytes(self.ptr(d.buf)?, 0, n);
                 }
                 kernel::WRITE => {
-                    let [d] = s.operands::<1>()?;
+                    let [d] = s.views::<1>()?;
                     let (off, at, len) = (
                         s.params[0] as usize,
                         s.params[1] as usize,
                         s.params[2] as usize,
                     );
                     let data = self.plan.constant(at, len)?;
-                    let dd = self.dst::<u8>(&d)?;
-                    dd.get_mut(off..off + len)
-                        .ok_or(refuse("corrupt write step"))?
-                        .copy_from_slice(data);
+                    // Validation: `off + len` lies inside the buffer.
+                    core::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        self.ptr(d.buf)?.wrapping_add(off),
+                        len,
+                    );
                 }
                 kernel::COPY if OPS & ops::COPY != 0 => {
-                    let [a, d] = s.operands::<2>()?;
-                    if d.dtype == crate::DType::F32 {
-                        map1::<f32>(
-                            self.src(&a, &d)?,
-                            &a.layout,
-                            self.dst(&d)?,
-                            &d.layout,
-                            |x| x,
-                        );
+                    let v @ [_, d] = s.views::<2>()?;
+                    if d.dtype == F32 {
+                        map::<f32>(&v, self.ptrs(&v)?, |x| x);
                     } else {
-                        map1::<u8>(
-                            self.src(&a, &d)?,
-                            &a.layout,
-                            self.dst(&d)?,
-                            &d.layout,
-                            |x| x,
-                        );
+                        map::<u8>(&v, self.ptrs(&v)?, |x| x);
                     }
                 }
                 kernel::UNARY if OPS & ops::UNARY != 0 => {
-                    let [a, d] = s.operands::<2>()?;
-                    let op = unary_of(s.params).ok_or(refuse("corrupt unary step"))?;
+                    let v = s.views::<2>()?;
+                    let op = decode_unary(s.params).ok_or_else(|| refuse("corrupt unary step"))?;
                     let f = op.float_fn_in::<f32, OPS>();
-                    map1::<f32>(self.src(&a, &d)?, &a.layout, self.dst(&d)?, &d.layout, f);
+                    map::<f32>(&v, self.ptrs(&v)?, f);
                 }
                 kernel::BINARY if OPS & ops::BINARY != 0 => {
-                    let [a, b, d] = s.operands::<3>()?;
+                    let v = s.views::<3>()?;
                     let f = binary_of(s)?.float_fn_in::<f32, OPS>();
-                    let (sa, sb) = (self.src::<f32>(&a, &d)?, self.src::<f32>(&b, &d)?);
-                    let dd = self.dst::<f32>(&d)?;
-                    walk([&d.layout, &a.layout, &b.layout], |[od, oa, ob]| {
-                        let x = match &sa {
-                            In::Slice(s) => s[oa],
-                            In::Dst => dd[oa],
-                        };
-                        let y = match &sb {
-                            In::Slice(s) => s[ob],
-                            In::Dst => dd[ob],
-                        };
-                        dd[od] = f(x, y);
-                    });
+                    let [a, b, d] = self.ptrs::<f32, 3>(&v)?;
+                    zip(&v, a, b, d, f);
                 }
                 kernel::COMPARE if OPS & ops::COMPARE != 0 => {
-                    let [a, b, d] = s.operands::<3>()?;
+                    let v = s.views::<3>()?;
                     let f = compare_of(s)?.fn_of::<f32>();
-                    let (In::Slice(sa), In::Slice(sb)) =
-                        (self.src::<f32>(&a, &d)?, self.src::<f32>(&b, &d)?)
-                    else {
-                        return Err(refuse("corrupt compare step"));
-                    };
-                    let dd = self.dst::<u8>(&d)?;
-                    walk([&d.layout, &a.layout, &b.layout], |[od, oa, ob]| {
-                        dd[od] = u8::from(f(sa[oa], sb[ob]));
-                    });
+                    let [a, b, _] = self.ptrs::<f32, 3>(&v)?;
+                    let [_, _, d] = self.ptrs::<u8, 3>(&v)?;
+                    zip(&v, a, b, d, |x, y| u8::from(f(x, y)));
                 }
                 kernel::WHERE if OPS & ops::WHERE != 0 => {
-                    let [c, t, f, d] = s.operands::<4>()?;
-                    let (In::Slice(sc), In::Slice(st), In::Slice(sf)) = (
-                        self.src::<u8>(&c, &d)?,
-                        self.src::<f32>(&t, &d)?,
-                        self.src::<f32>(&f, &d)?,
-                    ) else {
-                        return Err(refuse("corrupt where step"));
-                    };
-                    let dd = self.dst::<f32>(&d)?;
-                    walk(
-                        [&d.layout, &c.layout, &t.layout, &f.layout],
-                        |[od, oc, ot, of]| dd[od] = if sc[oc] != 0 { st[ot] } else { sf[of] },
-                    );
+                    let v = s.views::<4>()?;
+                    let [c, _, _, _] = self.ptrs::<u8, 4>(&v)?;
+                    let [_, t, f, d] = self.ptrs::<f32, 4>(&v)?;
+                    rows(d_shape(&v), &v, |[oc, ot, of, od], [sc, st, sf, sd], n| {
+                        let (mut c, mut t, mut f, mut d) = (
+                            c.wrapping_add(oc),
+                            t.wrapping_add(ot),
+                            f.wrapping_add(of),
+                            d.wrapping_add(od),
+                        );
+                        for _ in 0..n {
+                            *d = if *c != 0 { *t } else { *f };
+                            (c, t, f, d) = (
+                                c.wrapping_add(sc),
+                                t.wrapping_add(st),
+                                f.wrapping_add(sf),
+                                d.wrapping_add(sd),
+                            );
+                        }
+                    });
                 }
                 kernel::REDUCE if OPS & ops::REDUCE != 0 => {
-                    let [a, d] = s.operands::<2>()?;
                     if F32_ACC {
-                        self.reduce::<Kahan32>(s, &a, &d)?;
+                        self.reduce::<Kahan32>(s)?;
                     } else {
-                        self.reduce::<f64>(s, &a, &d)?;
+                        self.reduce::<f64>(s)?;
                     }
                 }
                 kernel::MATMUL if OPS & ops::MATMUL != 0 => {
-                    let [a, b, d] = s.operands::<3>()?;
-                    let (In::Slice(sa), In::Slice(sb)) =
-                        (self.src::<f32>(&a, &d)?, self.src::<f32>(&b, &d)?)
-                    else {
-                        return Err(refuse("corrupt matmul step"));
-                    };
-                    matmul(sa, &a.layout, sb, &b.layout, self.dst(&d)?, &d.layout)?;
+                    let v = s.views::<3>()?;
+                    matmul(&v, self.ptrs(&v)?);
                 }
-                // A kernel this replayer was built without (`check` refused
+                // A kernel this replayer was built without (`new` refused
                 // such plans) links no code.
                 _ => return Err(refuse("corrupt step")),
             }
@@ -514,85 +581,427 @@ impl Mem<'_, '_, '_> {
         Ok(())
     }
 
-    fn reduce<A: Acc>(&mut self, s: &Step<'_>, a: &Opnd, d: &Opnd) -> Result<()> {
+    /// A reduction, combining each source element into its slot in the
+    /// source's row-major order as the eager kernel's `accumulate` does
+    /// (same accumulator, same order: the same bits), then storing the
+    /// slots through the destination's layout.
+    fn reduce<A: Acc>(&self, s: &Step<'_>) -> Result<()> {
+        let v @ [a, d] = s.views::<2>()?;
         let op = super::format::REDUCE_OPS
             .get(s.params[0] as usize)
             .copied()
-            .ok_or(refuse("corrupt reduce step"))?;
+            .ok_or_else(|| refuse("corrupt reduce step"))?;
         let mask = s.params[1];
-        let mut dims = [0usize; crate::MAX_RANK];
-        let mut nd = 0;
-        for (k, slot) in (0..a.layout.rank())
-            .filter(|&k| mask & (1 << k) != 0)
-            .zip(dims.iter_mut())
-        {
-            *slot = k;
-            nd += 1;
+        // A source position's slot: the row-major index of its output
+        // position (dst's contiguous strides, 0 on reduced dims).
+        let mut slot = [0usize; MAX_RANK];
+        let mut n = 1usize;
+        for (k, &dk) in d.shape.iter().enumerate().rev() {
+            if mask & (1 << k) == 0
+                && let Some(x) = slot.get_mut(k)
+            {
+                *x = n;
+            }
+            n = n.saturating_mul(dk as usize);
         }
-        let acc = self.scratch::<A>(s.params[2] as usize, d.layout.numel())?;
+        let scratch = self.plan.buffer(s.params[2] as usize)?.nbytes;
+        if n.checked_mul(size_of::<A>())
+            .is_none_or(|need| need > scratch)
+        {
+            return Err(refuse("corrupt reduction scratch"));
+        }
+        let [pa, pd] = self.ptrs::<f32, 2>(&v)?;
+        let ps = self.ptr(s.params[2] as usize)?;
+        // SAFETY: the scratch is an arena buffer (16-aligned) of at least
+        // `n` accumulators, disjoint from the operands (validated), and
+        // every bit pattern is a valid `A` (f64, or two f32); it is filled
+        // before it is read.
+        let acc = unsafe { core::slice::from_raw_parts_mut(ps.cast::<A>(), n) };
         acc.fill(A::identity(op));
-        // SAFETY: the source and destination are distinct buffers of this
-        // step (validation refuses a reduction in place), disjoint from the
-        // scratch.
-        let (In::Slice(sa), dd) = (unsafe { self.src::<f32>(a, d)? }, unsafe {
-            self.dst::<f32>(d)?
-        }) else {
-            return Err(refuse("corrupt reduce step"));
-        };
-        accumulate(op, sa, &a.layout, &d.layout, &dims[..nd], acc);
-        store_into(acc, dd, &d.layout);
+        let src = Walk::from_fn(a.shape, [a.offset, 0], |k, dim| {
+            if k == 0 {
+                a.strides.get(dim).map_or(0, |&x| x as usize)
+            } else {
+                slot.get(dim).copied().unwrap_or(0)
+            }
+        });
+        src.rows(|[mut os, mut oa], [ss, sa], len| {
+            for _ in 0..len {
+                // SAFETY: NOTE [Replay on raw pointers] (the source's walk
+                // stays inside its buffer).
+                let x = A::load(unsafe { *pa.wrapping_add(os) });
+                if let Some(y) = acc.get_mut(oa) {
+                    *y = y.combine(op, x);
+                }
+                (os, oa) = (os.wrapping_add(ss), oa.wrapping_add(sa));
+            }
+        });
+        let mut i = 0;
+        rows(d.shape, &[d], |[mut od], [sd], len| {
+            for _ in 0..len {
+                if let Some(y) = acc.get(i) {
+                    // SAFETY: as above, for the destination, which is
+                    // disjoint from the source and the scratch.
+                    unsafe { *pd.wrapping_add(od) = y.store::<f32>() };
+                }
+                (od, i) = (od.wrapping_add(sd), i + 1);
+            }
+        });
         Ok(())
     }
 }
 
-/// `d = f(a)` elementwise, `a` possibly `d` itself.
-fn map1<T: Copy>(a: In<'_, T>, la: &Layout, d: &mut [T], ld: &Layout, f: impl Fn(T) -> T) {
-    match a {
-        In::Slice(s) => walk([ld, la], |[od, oa]| d[od] = f(s[oa])),
-        In::Dst => walk([ld], |[od]| d[od] = f(d[od])),
+/// The plan's dtype codes the kernels tell apart (format.rs `dtype_code`).
+const F32: u32 = 0;
+const BOOL: u32 = 1;
+
+/// The destination's shape (the last view).
+fn d_shape<'a, const N: usize>(v: &[View<'a>; N]) -> &'a [u32] {
+    v.last().map_or(&[], |d| d.shape)
+}
+
+/// `N` operands' element offsets walked together in the destination's
+/// row-major order, with dimensions of size 1 dropped and dimensions that
+/// are contiguous in every operand merged, so a contiguous elementwise op
+/// is one row.
+struct Walk<const N: usize> {
+    /// Dimensions after merging; 0 when the shape has no elements.
+    rank: usize,
+    shape: [usize; MAX_RANK],
+    strides: [[usize; MAX_RANK]; N],
+    base: [usize; N],
+}
+
+/// Calls `f(offsets, inner strides, length)` for every row of the
+/// elementwise walk over `shape` (NOTE [Replay on raw pointers]): one row
+/// when every operand is row-major contiguous or a broadcast scalar (the
+/// common case, without building a [`Walk`]), else [`Walk::rows`].
+#[inline]
+fn rows<const N: usize>(
+    shape: &[u32],
+    v: &[View<'_>; N],
+    mut f: impl FnMut([usize; N], [usize; N], usize),
+) {
+    let mut inner = [0usize; N];
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize));
+    let dense = v.iter().zip(inner.iter_mut()).all(|(v, inner)| {
+        // Row-major contiguous, ignoring size-1 dims: stride 1 inner.
+        let mut want = 1usize;
+        let contiguous = v.shape.iter().zip(v.strides).rev().all(|(&d, &s)| {
+            let ok = d == 1 || s as usize == want;
+            want = want.wrapping_mul(d as usize);
+            ok
+        });
+        *inner = usize::from(contiguous);
+        contiguous
+            || v.strides
+                .iter()
+                .zip(v.shape)
+                .all(|(&s, &d)| s == 0 || d == 1)
+    });
+    match numel {
+        Some(0) => {}
+        Some(n) if dense => f(core::array::from_fn(|k| v[k].offset), inner, n),
+        _ => Walk::new(shape, v).rows(f),
     }
+}
+
+impl<const N: usize> Walk<N> {
+    /// The walk over `shape` (a prefix of the operands' dimensions).
+    #[inline(always)]
+    fn new(shape: &[u32], v: &[View<'_>; N]) -> Self {
+        Self::from_fn(shape, core::array::from_fn(|k| v[k].offset), |k, d| {
+            v[k].strides.get(d).map_or(0, |&s| s as usize)
+        })
+    }
+
+    /// The walk over `shape` from `base`, operand `k` stepping
+    /// `stride(k, d)` along dimension `d`.
+    #[inline(always)]
+    fn from_fn(shape: &[u32], base: [usize; N], stride: impl Fn(usize, usize) -> usize) -> Self {
+        let mut w = Walk {
+            rank: 0,
+            shape: [1; MAX_RANK],
+            strides: [[0; MAX_RANK]; N],
+            base,
+        };
+        for (d, &n) in shape.iter().enumerate() {
+            let n = n as usize;
+            if n == 0 {
+                w.rank = 0;
+                return w;
+            }
+            if n == 1 {
+                continue;
+            }
+            let st: [usize; N] = core::array::from_fn(|k| stride(k, d));
+            let last = w.rank.wrapping_sub(1);
+            if w.rank > 0 && (0..N).all(|k| w.strides[k][last] == st[k].wrapping_mul(n)) {
+                w.shape[last] *= n;
+                for (ws, &s) in w.strides.iter_mut().zip(&st) {
+                    ws[last] = s;
+                }
+            } else if w.rank < MAX_RANK {
+                w.shape[w.rank] = n;
+                for (ws, &s) in w.strides.iter_mut().zip(&st) {
+                    ws[w.rank] = s;
+                }
+                w.rank += 1;
+            }
+        }
+        // All dimensions of size 1 (or none): one element.
+        w.rank = w.rank.max(1);
+        w
+    }
+
+    /// Calls `f(offsets)` at every position of the first `outer`
+    /// dimensions.
+    #[inline]
+    fn each(&self, outer: usize, mut f: impl FnMut([usize; N])) {
+        if self.rank == 0 {
+            return;
+        }
+        let mut idx = [0usize; MAX_RANK];
+        let mut off = self.base;
+        loop {
+            f(off);
+            let mut d = outer;
+            loop {
+                if d == 0 {
+                    return;
+                }
+                d -= 1;
+                idx[d] += 1;
+                if idx[d] < self.shape[d] {
+                    for (o, s) in off.iter_mut().zip(&self.strides) {
+                        *o = o.wrapping_add(s[d]);
+                    }
+                    break;
+                }
+                for (o, s) in off.iter_mut().zip(&self.strides) {
+                    *o = o.wrapping_sub(s[d].wrapping_mul(self.shape[d] - 1));
+                }
+                idx[d] = 0;
+            }
+        }
+    }
+
+    /// Calls `f(offsets, inner strides, length)` for every row (the last
+    /// merged dimension).
+    #[inline]
+    fn rows(&self, mut f: impl FnMut([usize; N], [usize; N], usize)) {
+        let last = self.rank.saturating_sub(1);
+        let inner = core::array::from_fn(|k| self.strides[k][last]);
+        let n = self.shape[last];
+        self.each(last, |o| f(o, inner, n));
+    }
+}
+
+/// `n` elements `x` from `d`, `sd` apart.
+///
+/// # Safety
+/// `d` is valid for writes at those elements.
+unsafe fn fill_row<T: Copy>(mut d: *mut T, sd: usize, n: usize, x: T) {
+    for _ in 0..n {
+        // SAFETY: the caller's.
+        unsafe { *d = x };
+        d = d.wrapping_add(sd);
+    }
+}
+
+/// `d = f(a)` elementwise over `w`, `a` possibly exactly `d`.
+///
+/// # Safety
+/// NOTE [Replay on raw pointers] for the step's operands.
+#[inline]
+unsafe fn map<T: Copy>(v: &[View<'_>; 2], [a, d]: [*mut T; 2], f: impl Fn(T) -> T) {
+    rows(d_shape(v), v, |[oa, od], [sa, sd], n| {
+        let (mut a, mut d) = (a.wrapping_add(oa), d.wrapping_add(od));
+        for _ in 0..n {
+            // SAFETY: the caller's; `a` is read before `d` is written.
+            unsafe { *d = f(*a) };
+            (a, d) = (a.wrapping_add(sa), d.wrapping_add(sd));
+        }
+    });
+}
+
+/// `d = f(a, b)` elementwise over `w`, `a` or `b` possibly exactly `d`.
+///
+/// # Safety
+/// NOTE [Replay on raw pointers] for the step's operands.
+#[inline]
+unsafe fn zip<T: Copy, U: Copy>(
+    v: &[View<'_>; 3],
+    a: *mut T,
+    b: *mut T,
+    d: *mut U,
+    f: impl Fn(T, T) -> U,
+) {
+    rows(d_shape(v), v, |[oa, ob, od], [sa, sb, sd], n| {
+        let (mut a, mut b, mut d) = (a.wrapping_add(oa), b.wrapping_add(ob), d.wrapping_add(od));
+        for _ in 0..n {
+            // SAFETY: the caller's; sources are read before `d` is written.
+            unsafe { *d = f(*a, *b) };
+            (a, b, d) = (a.wrapping_add(sa), b.wrapping_add(sb), d.wrapping_add(sd));
+        }
+    });
 }
 
 /// `d = a @ b` (batch dims already broadcast), summing as the blocked
 /// reference kernel does: per `KC`-deep block from zero, blocks added to a
 /// zero total in order (NOTE [Blocked matmul]).
-fn matmul(
-    a: &[f32],
-    la: &Layout,
-    b: &[f32],
-    lb: &Layout,
-    d: &mut [f32],
-    ld: &Layout,
-) -> Result<()> {
-    let r = ld.rank();
-    let (m, n, k) = (ld.shape()[r - 2], ld.shape()[r - 1], la.shape()[r - 1]);
-    let (ars, acs) = (la.strides()[r - 2], la.strides()[r - 1]);
-    let (brs, bcs) = (lb.strides()[r - 2], lb.strides()[r - 1]);
-    let (drs, dcs) = (ld.strides()[r - 2], ld.strides()[r - 1]);
-    let batch = |l: &Layout| Layout::new(&ld.shape()[..r - 2], &l.strides()[..r - 2], l.offset());
-    let (bd, ba, bb) = (batch(ld)?, batch(la)?, batch(lb)?);
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    walk([&bd, &ba, &bb], |[od, oa, ob]| {
-        for i in 0..m {
-            let arow = oa + i * ars;
-            for j in 0..n {
-                let bcol = ob + j * bcs;
-                let mut c = 0.0f32;
-                let mut p0 = 0;
-                while p0 < k {
-                    let end = (p0 + KC).min(k);
-                    let mut t = 0.0f32;
-                    for p in p0..end {
-                        t += a[arow + p * acs] * b[bcol + p * brs];
-                    }
-                    c += t;
-                    p0 = end;
-                }
-                d[od + i * drs + j * dcs] = c;
-            }
+///
+/// # Safety
+/// NOTE [Replay on raw pointers]; validation checked the shapes agree
+/// (rank ≥ 2, `a` is `[.., m, k]`, `b` `[.., k, n]`, `d` `[.., m, n]`) and
+/// that `d` is disjoint from `a` and `b`.
+unsafe fn matmul(v: &[View<'_>; 3], [a, b, d]: [*mut f32; 3]) {
+    let [va, vb, vd] = v;
+    let r = vd.shape.len();
+    let dim = |v: &View<'_>, i: usize| -> (usize, usize) {
+        (
+            v.shape.get(i).map_or(0, |&x| x as usize),
+            v.strides.get(i).map_or(0, |&x| x as usize),
+        )
+    };
+    let ((m, drs), (n, dcs)) = (dim(vd, r.wrapping_sub(2)), dim(vd, r.wrapping_sub(1)));
+    let ((_, ars), (k, acs)) = (dim(va, r.wrapping_sub(2)), dim(va, r.wrapping_sub(1)));
+    let ((_, brs), (_, bcs)) = (dim(vb, r.wrapping_sub(2)), dim(vb, r.wrapping_sub(1)));
+    let batch = vd.shape.get(..r.saturating_sub(2)).unwrap_or(&[]);
+    let body = |[oa, ob, od]: [usize; 3]| {
+        // SAFETY: the caller's, for this batch entry's matrices.
+        unsafe {
+            matmul2(
+                [m, n, k],
+                (a.wrapping_add(oa), ars, acs),
+                (b.wrapping_add(ob), brs, bcs),
+                (d.wrapping_add(od), drs, dcs),
+                |c, _| c,
+            );
         }
-    });
-    Ok(())
+    };
+    if batch.is_empty() {
+        body([va.offset, vb.offset, vd.offset]);
+    } else {
+        let w = Walk::new(batch, v);
+        w.each(w.rank, body);
+    }
+}
+
+/// `d = out(a @ b)` for one `[m, k] @ [k, n]` product, each matrix given
+/// by its first element and its (rows', columns') strides, summing as the
+/// blocked reference kernel does (NOTE [Blocked matmul]): per `KC`-deep
+/// block from zero, the blocks added to a zero total in order. `out(c,
+/// [i, j])` makes the stored value from the sum (an epilogue: NOTE [Fused
+/// epilogues]).
+///
+/// # Safety
+/// Every element of the three matrices is valid (NOTE [Replay on raw
+/// pointers]) and `d` is disjoint from `a` and `b`.
+#[inline(always)]
+unsafe fn matmul2(
+    [m, n, k]: [usize; 3],
+    (a, ars, acs): (*mut f32, usize, usize),
+    (b, brs, bcs): (*mut f32, usize, usize),
+    (d, drs, dcs): (*mut f32, usize, usize),
+    mut out: impl FnMut(f32, [usize; 2]) -> f32,
+) {
+    for i in 0..m {
+        let (arow, drow) = (a.wrapping_add(i * ars), d.wrapping_add(i * drs));
+        for j in 0..n {
+            let bcol = b.wrapping_add(j * bcs);
+            let mut c = 0.0f32;
+            let mut p0 = 0;
+            while p0 < k {
+                let len = (k - p0).min(KC);
+                let (mut pa, mut pb) = (arow.wrapping_add(p0 * acs), bcol.wrapping_add(p0 * brs));
+                let mut t = 0.0f32;
+                let mut left = len;
+                // Counted down, so the loop is one test per product; the
+                // unit-stride copy of it loads with post-increment.
+                if acs == 1 && brs == 1 {
+                    loop {
+                        // SAFETY: the caller's (`p0 + len <= k`, `len >= 1`).
+                        t += unsafe { *pa * *pb };
+                        (pa, pb) = (pa.wrapping_add(1), pb.wrapping_add(1));
+                        left -= 1;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                } else {
+                    loop {
+                        // SAFETY: as above.
+                        t += unsafe { *pa * *pb };
+                        (pa, pb) = (pa.wrapping_add(acs), pb.wrapping_add(brs));
+                        left -= 1;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                }
+                c += t;
+                p0 += len;
+            }
+            let v = out(c, [i, j]);
+            // SAFETY: the caller's.
+            unsafe { *drow.wrapping_add(j * dcs) = v };
+        }
+    }
+}
+
+/// `d = f(a)` over an `n0 x n1` grid in row-major order; each operand is
+/// its first element and its (rows', columns') strides.
+///
+/// # Safety
+/// NOTE [Replay on raw pointers]: every element of the grid is valid, and
+/// `a` is disjoint from `d` or exactly it.
+#[inline(always)]
+unsafe fn grid2<T: Copy>(
+    [n0, n1]: [u32; 2],
+    (mut a, a0, a1): (*mut T, u32, u32),
+    (mut d, d0, d1): (*mut T, u32, u32),
+    f: impl Fn(T) -> T,
+) {
+    for _ in 0..n0 {
+        let (mut pa, mut pd) = (a, d);
+        for _ in 0..n1 {
+            // SAFETY: the caller's; `a` is read before `d` is written.
+            unsafe { *pd = f(*pa) };
+            pa = pa.wrapping_add(a1 as usize);
+            pd = pd.wrapping_add(d1 as usize);
+        }
+        a = a.wrapping_add(a0 as usize);
+        d = d.wrapping_add(d0 as usize);
+    }
+}
+
+/// `d = f(a, b)` over an `n0 x n1` grid, as [`grid2`].
+///
+/// # Safety
+/// As [`grid2`], for both sources.
+#[inline(always)]
+unsafe fn grid3(
+    [n0, n1]: [u32; 2],
+    (mut a, a0, a1): (*mut f32, u32, u32),
+    (mut b, b0, b1): (*mut f32, u32, u32),
+    (mut d, d0, d1): (*mut f32, u32, u32),
+    f: impl Fn(f32, f32) -> f32,
+) {
+    for _ in 0..n0 {
+        let (mut pa, mut pb, mut pd) = (a, b, d);
+        for _ in 0..n1 {
+            // SAFETY: the caller's; the sources are read before `d` is
+            // written.
+            unsafe { *pd = f(*pa, *pb) };
+            pa = pa.wrapping_add(a1 as usize);
+            pb = pb.wrapping_add(b1 as usize);
+            pd = pd.wrapping_add(d1 as usize);
+        }
+        a = a.wrapping_add(a0 as usize);
+        b = b.wrapping_add(b0 as usize);
+        d = d.wrapping_add(d0 as usize);
+    }
 }

@@ -23,15 +23,14 @@ use kael_firmware_examples::say::{self, Part::Int, Part::Text};
 use kael_firmware_examples::{exit, extra_runs, stack};
 
 /// The kernels the plan uses: only these are linked.
-type Infer = Replayer<{ ops::MATMUL | ops::ADD | ops::RELU }, true>;
+type Infer<'p> = Replayer<'p, { ops::MATMUL | ops::ADD | ops::RELU }, true>;
 
 /// The arena: `arena_bytes()` of the plan, checked at run time.
 const ARENA: usize = 128;
 
-fn infer(plan: &PlanRef<'_>, arena: &mut [u8], x: f32) -> Result<f32, kael_core::Error> {
+fn infer(model: &Infer<'_>, arena: &mut [u8], x: f32) -> Result<f32, kael_core::Error> {
     let mut y = [0.0f32];
-    Infer::run(
-        plan,
+    model.run(
         arena,
         &mut [Bind::input("x", &[x]), Bind::output("y", &mut y)],
     )?;
@@ -40,16 +39,17 @@ fn infer(plan: &PlanRef<'_>, arena: &mut [u8], x: f32) -> Result<f32, kael_core:
 
 fn run() -> Result<usize, kael_core::Error> {
     let plan = PlanRef::from_bytes(&INFER_PLAN.0)?;
+    let model = Infer::new(&plan)?;
     let mut arena = Arena::<ARENA>::new();
     let want = io::INFER_OUTPUTS;
     let mut same = 0;
     for (x, w) in floats(&io::INFER_INPUTS).into_iter().zip(want) {
-        if infer(&plan, arena.as_mut_slice(), x)?.to_bits() == w {
+        if infer(&model, arena.as_mut_slice(), x)?.to_bits() == w {
             same += 1;
         }
     }
     for _ in 0..extra_runs() {
-        infer(&plan, arena.as_mut_slice(), 1.0)?;
+        infer(&model, arena.as_mut_slice(), 1.0)?;
     }
     say::line(&[
         Text("sine_plan: "),

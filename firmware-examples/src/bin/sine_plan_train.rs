@@ -34,7 +34,7 @@ pub const TRAIN_OPS: u128 = ops::FILL
     | ops::RELU
     | ops::STEP;
 
-type Train = Replayer<TRAIN_OPS, true>;
+type Train<'p> = Replayer<'p, TRAIN_OPS, true>;
 
 /// The arena: the plan's `arena_bytes()` (checked at run time).
 const ARENA: usize = 5252;
@@ -51,15 +51,14 @@ struct Params {
 }
 
 fn step(
-    plan: &PlanRef<'_>,
+    train: &Train<'_>,
     arena: &mut [u8],
     p: &mut Params,
     x: &[f32],
     t: &[f32],
 ) -> Result<f32, kael_core::Error> {
     let mut loss = [0.0f32];
-    Train::run(
-        plan,
+    train.run(
         arena,
         &mut [
             Bind::input("x", x),
@@ -82,6 +81,7 @@ fn same<const N: usize>(got: &[f32; N], want: &[u32; N]) -> bool {
 
 fn run() -> Result<bool, kael_core::Error> {
     let plan = PlanRef::from_bytes(&TRAIN_PLAN.0)?;
+    let train = Train::new(&plan)?;
     let mut arena = Arena::<ARENA>::new();
     let mut p = Params {
         w1: floats(&io::T_W1),
@@ -95,7 +95,7 @@ fn run() -> Result<bool, kael_core::Error> {
     let mut ok = true;
     for (i, want) in io::TRAIN_LOSSES.iter().enumerate() {
         let b = i * BATCH..(i + 1) * BATCH;
-        let loss = step(&plan, arena.as_mut_slice(), &mut p, &xs[b.clone()], &ts[b])?;
+        let loss = step(&train, arena.as_mut_slice(), &mut p, &xs[b.clone()], &ts[b])?;
         if loss.to_bits() != *want {
             say::line(&[
                 Text("sine_plan_train: the loss of step "),
@@ -113,7 +113,7 @@ fn run() -> Result<bool, kael_core::Error> {
         && same(&p.b3, &io::F_B3);
     for _ in 0..extra_runs() {
         step(
-            &plan,
+            &train,
             arena.as_mut_slice(),
             &mut p,
             &xs[..BATCH],
