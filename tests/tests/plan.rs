@@ -1,6 +1,7 @@
 //! Planned execution (NOTE [Planned execution]): a traced forward or
 //! training step, replayed on an exact arena, gives the eager device's bits.
 
+use kael_core::nn::Module;
 use kael_core::nn::{Reduction, mse_loss};
 use kael_core::optim::{Optimizer, Sgd, SgdConfig};
 use kael_core::plan::{Accumulation, Arena, Bind, Binding, Plan, PlanRef, Replayer, Tracer};
@@ -164,8 +165,101 @@ fn a_planned_forward_gives_the_eager_bits_with_frozen_weights() -> Result<()> {
         assert_eq!(got.to_vec(), want);
     }
     // 1-16-16-1 on 4 rows: the widest live set is two [4, 16] f32
-    // activations (x @ w1ᵀ and its relu, or the next pair): 2 · 256 B.
+    // activations (the first layer's, read while the second's is
+    // written; the pre-activations are fused away): 2 · 256 B.
     assert_eq!(plan.arena_bytes(), 512);
+    Ok(())
+}
+
+#[test]
+fn each_linear_relu_layer_of_a_forward_becomes_one_flat_step() -> Result<()> {
+    use kael_core::cpu::ops;
+    let (plan, m, tracer) = infer_plan(4)?;
+    // matmul + bias + relu, twice, then matmul + bias (NOTE [Fused
+    // epilogues]); all 2-D, so no step needs the strided walker.
+    assert_eq!(plan.as_ref().n_steps(), 3);
+    assert!(!plan.as_ref().strided()?);
+    let flat =
+        Replayer::<{ ops::MATMUL | ops::ADD | ops::RELU }, false, false>::new(&plan.as_ref())?;
+    let (x, _) = batch(3, 4);
+    let want = m
+        .forward(&Tensor::from_slice(&x, &[4, 1], &tracer.device())?)?
+        .to_vec::<f32>()?;
+    let mut got = [0.0f32; 4];
+    let mut arena = Arena::<512>::new();
+    flat.run(
+        arena.as_mut_slice(),
+        &mut [Bind::input("x", &x), Bind::output("y", &mut got)],
+    )?;
+    assert_eq!(got.to_vec(), want);
+    Ok(())
+}
+
+#[test]
+fn a_pre_activation_that_is_bound_is_not_fused_away() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let m = Sine::new(&dev, 3)?;
+    let x = Tensor::from_slice(&[0.5f32, -1.0, 2.0], &[3, 1], &dev)?;
+    let (outs, rec) = tracer.record(|| {
+        let pre = m.l1.forward(&x)?;
+        let y = m.l2.forward(&pre.relu()?)?;
+        Ok((pre, y))
+    })?;
+    let (pre, y) = outs;
+    let plan = Plan::build(
+        &rec,
+        &[
+            Binding::input("x", &x),
+            Binding::output("pre", &pre),
+            Binding::output("y", &y),
+        ],
+    )?;
+    // Layer 1's sum feeds the bias add only, so they fuse; the biased
+    // pre-activation is an output, so its relu stays a step of its own.
+    assert_eq!(plan.as_ref().n_steps(), 3);
+    let (mut p, mut o) = ([0.0f32; 48], [0.0f32; 48]);
+    let mut arena = Arena::<1024>::new();
+    plan.run(
+        arena.as_mut_slice(),
+        &mut [
+            Bind::input("x", &[0.5, -1.0, 2.0]),
+            Bind::output("pre", &mut p),
+            Bind::output("y", &mut o),
+        ],
+    )?;
+    assert_eq!(p.to_vec(), pre.to_vec::<f32>()?);
+    assert_eq!(o.to_vec(), y.to_vec::<f32>()?);
+    Ok(())
+}
+
+#[test]
+fn a_batched_matmul_needs_a_strided_replayer() -> Result<()> {
+    use kael_core::cpu::ops;
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let a = Tensor::from_slice(
+        &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+        &[2, 2, 2],
+        &dev,
+    )?;
+    let b = Tensor::from_slice(&[0.5f32, -1.0, 0.25, 2.0], &[2, 2], &dev)?;
+    let (y, rec) = tracer.record(|| a.matmul(&b.expand(&[2, 2, 2])?))?;
+    let plan = Plan::build(&rec, &[Binding::input("a", &a), Binding::output("y", &y)])?;
+    assert!(plan.as_ref().strided()?);
+    let e = Replayer::<{ ops::MATMUL }, false, false>::new(&plan.as_ref()).unwrap_err();
+    assert!(e.to_string().contains("STRIDED = true"), "{e}");
+    let mut out = [0.0f32; 8];
+    Replayer::<{ ops::MATMUL }, false, true>::new(&plan.as_ref())?.run(
+        &mut [],
+        &mut [
+            Bind::input("a", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]),
+            Bind::output("y", &mut out),
+        ],
+    )?;
+    assert_eq!(out.to_vec(), y.to_vec::<f32>()?);
+    // By hand: [[1, 2], [3, 4]] @ [[0.5, -1], [0.25, 2]].
+    assert_eq!(out[..4], [1.0, 3.0, 2.5, 5.0]);
     Ok(())
 }
 

@@ -178,8 +178,7 @@ pub(crate) fn decode_unary(w: &[u32]) -> Option<UnaryOp> {
 /// larger of its sources' buffers. Plans the tracer writes always satisfy
 /// this (destinations are fresh or exactly in place); a corrupt plan that
 /// would spin for hours is refused instead.
-const BOUNDED: &str =
-    "a step does more work than its buffers hold (a destination larger than its buffer)";
+const BOUNDED: &str = "a step does more work than its buffers hold";
 
 /// The binary op, whether the sum is its second operand, and the unary
 /// op (if any) of a fused matmul's epilogue (NOTE [Fused epilogues]).
@@ -738,7 +737,7 @@ impl<'a> PlanRef<'a> {
             }
         };
         if s.n_operands != n_ops || s.operand_words.len() != n_dims + 4 * n_ops {
-            return Err(corrupt("a flat step has the wrong number of operand words"));
+            return Err(corrupt("a step's operands run past it"));
         }
         let (dims, ops) = s.operand_words.split_at(n_dims);
         let dim = |i: usize| dims.get(i).map_or(0, |&d| d as usize);
@@ -872,7 +871,7 @@ impl<'a> PlanRef<'a> {
         match kernel {
             FILL => {
                 if dst.dtype != DType::F32 && dst.dtype != DType::Bool {
-                    return Err(corrupt("a fill has a dtype it does not take"));
+                    return Err(corrupt("an operand has a dtype its kernel does not take"));
                 }
             }
             ZERO => want(dst, DType::U8)?,
@@ -880,7 +879,7 @@ impl<'a> PlanRef<'a> {
                 same_shape(srcs[0])?;
                 want(srcs[0], dst.dtype)?;
                 if dst.dtype == DType::U8 {
-                    return Err(corrupt("a copy has a dtype it does not take"));
+                    return Err(corrupt("an operand has a dtype its kernel does not take"));
                 }
             }
             UNARY | BINARY | REDUCE => {

@@ -261,6 +261,40 @@ mod tests {
     }
 
     #[test]
+    fn fused_flat_and_strided_steps_replay() -> Result<()> {
+        let tracer = Tracer::new(Accumulation::F32);
+        let dev = tracer.device();
+        let x = Tensor::from_slice(&[1.0f32, -2.0, 0.5, 3.0, -1.0, 2.0], &[2, 3], &dev)?;
+        let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 0.1, -0.6, 0.3], &[2, 3], &dev)?;
+        let b = Tensor::from_slice(&[0.1f32, -0.2], &[2], &dev)?;
+        let c = Tensor::from_slice(
+            &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+            &[2, 2, 2],
+            &dev,
+        )?;
+        let (y, rec) = tracer.record(|| {
+            // matmul + bias + relu: one fused flat step.
+            let h = x.matmul(&w.t()?)?.add(&b)?.relu()?;
+            // A batched matmul and a 3-D permuted sum: strided steps.
+            let p = c.matmul(&h.expand(&[2, 2, 2])?)?;
+            p.add(&c.permute(&[2, 0, 1])?)
+        })?;
+        let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
+        assert!(plan.as_ref().strided()?);
+        let mut out = [0.0f32; 8];
+        let mut arena = Arena::<256>::new();
+        plan.run(
+            arena.as_mut_slice(),
+            &mut [
+                Bind::input("x", &[1.0, -2.0, 0.5, 3.0, -1.0, 2.0]),
+                Bind::output("y", &mut out),
+            ],
+        )?;
+        assert_eq!(bits(&out), bits(&y.to_vec::<f32>()?));
+        Ok(())
+    }
+
+    #[test]
     fn compare_where_and_in_place_steps_replay() -> Result<()> {
         let tracer = Tracer::new(Accumulation::F64);
         let dev = tracer.device();

@@ -113,9 +113,13 @@ fn refuse(reason: &'static str) -> Error {
 
 /// Runs one plan with the kernels a firmware image links: `OPS` (a set of
 /// [`ops`] bits, as for [`CpuBackend`](crate::cpu::CpuBackend)) and f32
-/// accumulation `F32_ACC`. [`Replayer::new`] refuses, once, a plan traced
-/// on a device with another accumulation or using an op outside `OPS`;
-/// each [`Replayer::run`] then checks only the arena and the bindings.
+/// accumulation `F32_ACC`; with `STRIDED = false`, only the flat form of
+/// copies, elementwise ops and matmuls is linked (what a plan of 2-D
+/// layouts needs: [`PlanRef::strided`] says whether a plan needs more),
+/// which saves a firmware image the general layout walker. [`Replayer::new`]
+/// refuses, once, a plan traced on a device with another accumulation or
+/// needing a kernel it lacks; each [`Replayer::run`] then checks only the
+/// arena and the bindings.
 ///
 /// ```
 /// use kael_core::cpu::ops;
@@ -134,20 +138,28 @@ fn refuse(reason: &'static str) -> Error {
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Replayer<'p, const OPS: u128 = { ops::ALL }, const F32_ACC: bool = false> {
+pub struct Replayer<
+    'p,
+    const OPS: u128 = { ops::ALL },
+    const F32_ACC: bool = false,
+    const STRIDED: bool = true,
+> {
     plan: PlanRef<'p>,
     /// The word where the steps start (found once).
     steps_at: usize,
 }
 
-impl<'p, const OPS: u128, const F32_ACC: bool> Replayer<'p, OPS, F32_ACC> {
+impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
+    Replayer<'p, OPS, F32_ACC, STRIDED>
+{
     /// A replayer of `plan`, after checking it was traced with this
-    /// accumulation and needs no op outside `OPS`.
+    /// accumulation and needs no op outside `OPS` (nor strided layouts,
+    /// without `STRIDED`).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the plan was traced with the other
-    /// accumulation; [`Error::Unsupported`] naming an op or family that
-    /// `OPS` lacks.
+    /// accumulation, or needs strided layouts and `STRIDED` is false;
+    /// [`Error::Unsupported`] naming an op or family that `OPS` lacks.
     pub fn new(plan: &PlanRef<'p>) -> Result<Self> {
         if plan.f32_accumulation() != F32_ACC {
             return Err(refuse(if F32_ACC {
@@ -155,6 +167,11 @@ impl<'p, const OPS: u128, const F32_ACC: bool> Replayer<'p, OPS, F32_ACC> {
             } else {
                 "the plan was traced on a device that sums f32 in f32 (Accumulation::F32); trace it with Accumulation::F64 to replay it here, or replay with F32_ACC = true"
             }));
+        }
+        if !STRIDED && plan.strided()? {
+            return Err(refuse(
+                "the plan has strided steps (PlanRef::strided); replay it with STRIDED = true",
+            ));
         }
         plan.for_each_step(|s| {
             for (bit, name) in step_bits(&s)? {
@@ -245,7 +262,7 @@ impl<'p, const OPS: u128, const F32_ACC: bool> Replayer<'p, OPS, F32_ACC> {
             base: arena.as_mut_ptr(),
             bound: &bound,
         };
-        plan.for_each_step_from(self.steps_at, |s| mem.step::<OPS, F32_ACC>(&s))
+        plan.for_each_step_from(self.steps_at, |s| mem.step::<OPS, F32_ACC, STRIDED>(&s))
     }
 }
 
@@ -322,6 +339,26 @@ impl PlanRef<'_> {
             Ok(())
         })?;
         Ok(set)
+    }
+
+    /// Whether a step needs the general layout walker: a copy, elementwise
+    /// op or matmul not in flat form (a batched matmul, or operands that
+    /// do not merge into two dimensions). A plan without such steps
+    /// replays on a `Replayer` with `STRIDED = false`.
+    ///
+    /// # Errors
+    /// A corrupt step (never for a validated plan).
+    pub fn strided(&self) -> Result<bool> {
+        let mut strided = false;
+        self.for_each_step(|s| {
+            strided |= s.kernel & kernel::FLAT == 0
+                && matches!(
+                    s.kernel,
+                    kernel::COPY | kernel::UNARY | kernel::BINARY | kernel::MATMUL
+                );
+            Ok(())
+        })?;
+        Ok(strided)
     }
 
     /// Replays the plan with every kernel linked and the accumulation it
@@ -464,7 +501,10 @@ impl Mem<'_, '_> {
         Ok(())
     }
 
-    fn step<const OPS: u128, const F32_ACC: bool>(&self, s: &Step<'_>) -> Result<()> {
+    fn step<const OPS: u128, const F32_ACC: bool, const STRIDED: bool>(
+        &self,
+        s: &Step<'_>,
+    ) -> Result<()> {
         if s.kernel & kernel::FLAT != 0 {
             return self.flat::<OPS>(s);
         }
@@ -513,7 +553,7 @@ impl Mem<'_, '_> {
                         len,
                     );
                 }
-                kernel::COPY if OPS & ops::COPY != 0 => {
+                kernel::COPY if STRIDED && OPS & ops::COPY != 0 => {
                     let v @ [_, d] = s.views::<2>()?;
                     if d.dtype == F32 {
                         map::<f32>(&v, self.ptrs(&v)?, |x| x);
@@ -521,13 +561,13 @@ impl Mem<'_, '_> {
                         map::<u8>(&v, self.ptrs(&v)?, |x| x);
                     }
                 }
-                kernel::UNARY if OPS & ops::UNARY != 0 => {
+                kernel::UNARY if STRIDED && OPS & ops::UNARY != 0 => {
                     let v = s.views::<2>()?;
                     let op = decode_unary(s.params).ok_or_else(|| refuse("corrupt unary step"))?;
                     let f = op.float_fn_in::<f32, OPS>();
                     map::<f32>(&v, self.ptrs(&v)?, f);
                 }
-                kernel::BINARY if OPS & ops::BINARY != 0 => {
+                kernel::BINARY if STRIDED && OPS & ops::BINARY != 0 => {
                     let v = s.views::<3>()?;
                     let f = binary_of(s)?.float_fn_in::<f32, OPS>();
                     let [a, b, d] = self.ptrs::<f32, 3>(&v)?;
@@ -569,7 +609,7 @@ impl Mem<'_, '_> {
                         self.reduce::<f64>(s)?;
                     }
                 }
-                kernel::MATMUL if OPS & ops::MATMUL != 0 => {
+                kernel::MATMUL if STRIDED && OPS & ops::MATMUL != 0 => {
                     let v = s.views::<3>()?;
                     matmul(&v, self.ptrs(&v)?);
                 }

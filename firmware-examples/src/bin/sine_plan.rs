@@ -22,8 +22,9 @@ use kael_firmware_examples::plan_data::{INFER_PLAN, floats, io};
 use kael_firmware_examples::say::{self, Part::Int, Part::Text};
 use kael_firmware_examples::{exit, extra_runs, stack};
 
-/// The kernels the plan uses: only these are linked.
-type Infer<'p> = Replayer<'p, { ops::MATMUL | ops::ADD | ops::RELU }, true>;
+/// The kernels the plan uses, and only the flat layouts it has
+/// (`plan.strided()` is false on the host): only these are linked.
+type Infer<'p> = Replayer<'p, { ops::MATMUL | ops::ADD | ops::RELU }, true, false>;
 
 /// The arena: `arena_bytes()` of the plan, checked at run time.
 const ARENA: usize = 128;
