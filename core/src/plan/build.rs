@@ -336,7 +336,11 @@ impl Plan {
                 Place::Bound(i) => (place::BOUND, i),
                 Place::Const => (place::CONST, 0),
             };
-            w.extend_from_slice(&[pl, word(at)?, word(size(b))?]);
+            // An arena buffer no step touches (unused, or fused away) was
+            // never placed: it takes no bytes.
+            let unplaced = pl == place::ARENA && lo[b] == usize::MAX;
+            let nbytes = if unplaced { 0 } else { size(b) };
+            w.extend_from_slice(&[pl, word(at)?, word(nbytes)?]);
         }
         for (bd, &b) in bindings.iter().zip(&bound) {
             let name = bd.name.as_bytes();

@@ -17,14 +17,16 @@
 //!    trained state), keeps unbound read-only tensors as constants of the
 //!    plan (frozen weights, in flash when the plan is), and gives every
 //!    other buffer an offset in one arena by liveness (NOTE [Arena
-//!    planning]). [`Plan::arena_bytes`] is exact, and [`Plan::to_bytes`]
-//!    serialises it so a host build can compute it and the firmware embed
-//!    it (NOTE [Plan words]).
-//! 3. **Replay.** [`PlanRef::run`] (or a [`Replayer`] that links only the
-//!    kernels a firmware image needs) checks the bindings and the arena
-//!    once and runs the kernels on them: no allocation, no reference
-//!    counts, no per-op validation. Results are bit-identical to the eager
-//!    tracing device's, because the replay kernels share its arithmetic.
+//!    planning]); a matmul feeding only a bias add and an activation is
+//!    fused with them (NOTE [Fused epilogues]). [`Plan::arena_bytes`] is
+//!    exact, and [`Plan::to_bytes`] serialises it so a host build can
+//!    compute it and the firmware embed it (NOTE [Plan words]).
+//! 3. **Replay.** [`PlanRef::run`] (or a [`Replayer`], made once, that
+//!    links only the kernels a firmware image needs) checks the bindings
+//!    and the arena and runs the kernels on them by raw pointer: no
+//!    allocation, no reference counts, no per-op validation (NOTE [Replay
+//!    on raw pointers]). Results are bit-identical to the eager tracing
+//!    device's, because the replay kernels keep its arithmetic and order.
 //!
 //! ```
 //! use kael_core::nn::{Linear, Module};
@@ -37,9 +39,10 @@
 //! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[1, 3], &dev)?;
 //! let (y, rec) = tracer.record(|| layer.forward(&x)?.relu())?;
 //! let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
-//! // The weights are constants of the plan; the arena holds x @ wᵀ + b.
-//! let mut arena = Arena::<64>::new();
-//! assert!(plan.arena_bytes() <= 64);
+//! // The weights are constants of the plan, and one fused step writes y
+//! // (x @ wᵀ + b never reaches memory): the arena is empty.
+//! assert_eq!(plan.arena_bytes(), 0);
+//! let mut arena = Arena::<0>::new();
 //! let mut out = [0.0f32; 2];
 //! plan.run(arena.as_mut_slice(), &mut [Bind::input("x", &[1.0, 2.0, 3.0]), Bind::output("y", &mut out)])?;
 //! assert_eq!(out.to_vec(), y.to_vec::<f32>()?); // bit for bit
