@@ -447,26 +447,35 @@ fn fuse_epilogues<'r>(
     let mut i = 0;
     while i < steps.len() {
         let s = &steps[i];
-        let fusable = s.kernel == kernel::MATMUL
-            && s.params.is_empty()
-            && s.operands.len() == 3
-            && s.operands.iter().all(|o| o.dtype == DType::F32)
-            && s.operands[2].layout.rank() >= 2
-            && s.operands[2].layout.shape()[..s.operands[2].layout.rank() - 2]
-                .iter()
-                .all(|&n| n == 1);
-        let t = &s.operands[s.operands.len().saturating_sub(1).min(2)];
-        let bin = steps.get(i + 1).filter(|n| {
-            fusable
-                && n.kernel == kernel::BINARY
+        // A flat-able f32 matmul `[a, b, t]` (no batch dims) ...
+        let mm = match &s.operands[..] {
+            [a, b, t]
+                if s.kernel == kernel::MATMUL
+                    && s.params.is_empty()
+                    && s.operands.iter().all(|o| o.dtype == DType::F32)
+                    && t.layout.rank() >= 2
+                    && t.layout.shape()[..t.layout.rank() - 2]
+                        .iter()
+                        .all(|&n| n == 1) =>
+            {
+                Some((a, b, t))
+            }
+            _ => None,
+        };
+        // ... whose result only the next step, a binary op, reads.
+        let fused = mm.and_then(|(a, b, t)| {
+            let n = steps.get(i + 1)?;
+            let ok = n.kernel == kernel::BINARY
+                && n.params.len() == 1
                 && n.operands.len() == 3
                 && reads_exactly(n, t)
                 && in_arena(t.buf)
                 && !read_after(&steps, i + 2, t.buf)
-                && n.operands[2].buf != s.operands[0].buf
-                && n.operands[2].buf != s.operands[1].buf
+                && n.operands[2].buf != a.buf
+                && n.operands[2].buf != b.buf;
+            ok.then_some((t, n))
         });
-        let Some(bin) = bin else {
+        let Some((t, bin)) = fused else {
             out.push(steps[i].clone());
             i += 1;
             continue;
