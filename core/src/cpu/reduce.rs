@@ -37,8 +37,8 @@ use half::{bf16, f16};
 
 #[path = "reduce_f32.rs"]
 mod f32acc;
-pub(crate) use f32acc::Kahan32;
 use f32acc::softmax_f32;
+pub(crate) use f32acc::{Kahan32, softmax_row_f32};
 
 /// Storage types the reduction kernels read and write, with exact
 /// conversions to and from the integer accumulator.
@@ -420,6 +420,44 @@ pub fn softmax_in<const DTYPES: u16, const F32_ACC: bool>(
     }
 }
 
+/// NOTE [One softmax row]
+/// The arithmetic of one softmax (or log-softmax) row, in f64: the max
+/// (NaN wins), the sum of `exp(x - max)` in order, then each output. The
+/// eager kernel and a plan's replay both call it, so their bits agree; `x`
+/// must give the same value every time it is asked (the eager kernel
+/// reads the row into scratch first, a replay reads a source it never
+/// writes or that it writes only at `k` after reading `x(k)` for the last
+/// time).
+#[inline]
+pub(crate) fn softmax_row_f64(
+    len: usize,
+    log: bool,
+    x: impl Fn(usize) -> f64,
+    mut y: impl FnMut(usize, f64),
+) {
+    let mut m = f64::NEG_INFINITY;
+    for k in 0..len {
+        let v = x(k);
+        if v.is_nan() || v > m {
+            m = v;
+        }
+    }
+    let mut sum = 0.0;
+    for k in 0..len {
+        sum += libm::exp(x(k) - m);
+    }
+    if log {
+        let log_sum = libm::log(sum);
+        for k in 0..len {
+            y(k, (x(k) - m) - log_sum);
+        }
+    } else {
+        for k in 0..len {
+            y(k, libm::exp(x(k) - m) / sum);
+        }
+    }
+}
+
 fn softmax_typed<T: Scalar>(
     name: &'static str,
     src: Src<'_>,
@@ -443,28 +481,16 @@ fn softmax_typed<T: Scalar>(
     let d = typed_mut::<T>(gd.bytes_mut())?;
     let s = gs.as_ref().map(|g| typed::<T>(g.bytes())).transpose()?;
     walk([&src_rows, &dst_rows], |[bs, bd]| {
-        let mut m = f64::NEG_INFINITY;
+        // The row is read whole before any of it is written (the
+        // destination may be the source).
         for (k, r) in row.iter_mut().enumerate() {
-            let x = match s {
+            *r = match s {
                 Some(s) => s[bs + k * ss],
                 None => d[bs + k * ss],
             }
             .to_f64();
-            *r = x;
-            if x.is_nan() || x > m {
-                m = x;
-            }
         }
-        let mut sum = 0.0;
-        for r in row.iter_mut() {
-            *r -= m;
-            sum += libm::exp(*r);
-        }
-        let log_sum = libm::log(sum);
-        for (k, &r) in row.iter().enumerate() {
-            let y = if log { r - log_sum } else { libm::exp(r) / sum };
-            d[bd + k * ds] = T::from_f64(y);
-        }
+        softmax_row_f64(len, log, |k| row[k], |k, y| d[bd + k * ds] = T::from_f64(y));
     });
     Ok(())
 }

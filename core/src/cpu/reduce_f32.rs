@@ -91,6 +91,41 @@ impl Acc for f32 {
     }
 }
 
+/// One softmax row in f32 arithmetic (NOTE [One softmax row]): `expf`,
+/// `logf` and a Kahan-compensated sum.
+#[inline]
+pub(crate) fn softmax_row_f32(
+    len: usize,
+    log: bool,
+    x: impl Fn(usize) -> f32,
+    mut y: impl FnMut(usize, f32),
+) {
+    let mut m = f32::NEG_INFINITY;
+    for k in 0..len {
+        let v = x(k);
+        if v.is_nan() || v > m {
+            m = v;
+        }
+    }
+    let mut sum = Kahan32 {
+        sum: 0.0,
+        comp: 0.0,
+    };
+    for k in 0..len {
+        sum = kahan_add(sum, libm::expf(x(k) - m));
+    }
+    if log {
+        let log_sum = libm::logf(sum.sum);
+        for k in 0..len {
+            y(k, (x(k) - m) - log_sum);
+        }
+    } else {
+        for k in 0..len {
+            y(k, libm::expf(x(k) - m) / sum.sum);
+        }
+    }
+}
+
 /// Softmax of f32 rows in f32 arithmetic (NOTE [f32 accumulation]): the
 /// same steps as [`softmax_typed`], with `expf`/`logf` and a compensated
 /// row sum.
@@ -117,33 +152,14 @@ pub(super) fn softmax_f32(
     let d = typed_mut::<f32>(gd.bytes_mut())?;
     let s = gs.as_ref().map(|g| typed::<f32>(g.bytes())).transpose()?;
     walk([&src_rows, &dst_rows], |[bs, bd]| {
-        let mut m = f32::NEG_INFINITY;
+        // Read whole before written (the destination may be the source).
         for (k, r) in row.iter_mut().enumerate() {
-            let x = match s {
+            *r = match s {
                 Some(s) => s[bs + k * ss],
                 None => d[bs + k * ss],
             };
-            *r = x;
-            if x.is_nan() || x > m {
-                m = x;
-            }
         }
-        let mut sum = Kahan32 {
-            sum: 0.0,
-            comp: 0.0,
-        };
-        for r in row.iter_mut() {
-            *r -= m;
-            sum = kahan_add(sum, libm::expf(*r));
-        }
-        let log_sum = libm::logf(sum.sum);
-        for (k, &r) in row.iter().enumerate() {
-            d[bd + k * ds] = if log {
-                r - log_sum
-            } else {
-                libm::expf(r) / sum.sum
-            };
-        }
+        softmax_row_f32(len, log, |k| row[k], |k, y| d[bd + k * ds] = y);
     });
     Ok(())
 }

@@ -247,6 +247,9 @@ impl Plan {
                     )
                 }
                 Kernel::Matmul => (kernel::MATMUL, vec![], None),
+                Kernel::Softmax(dim, log) => {
+                    (kernel::SOFTMAX, vec![word(*dim)?, u32::from(*log)], None)
+                }
                 Kernel::Write(off, _) => (kernel::WRITE, vec![word(*off)?, 0, 0], None),
             };
             steps.push(Planned {

@@ -65,6 +65,8 @@ pub(crate) mod kernel {
     pub(crate) const WRITE: u32 = 8;
     /// Zeroes the whole buffer (a storage allocated zeroed).
     pub(crate) const ZERO: u32 = 9;
+    /// params: the dimension, then 1 for log-softmax (0 for softmax).
+    pub(crate) const SOFTMAX: u32 = 10;
     /// Flag on COPY, UNARY, BINARY and MATMUL: the operands are f32 and
     /// flat, at most two dimensions with per-operand strides (NOTE [Plan
     /// words]); the builder writes this form whenever the layouts allow,
@@ -641,6 +643,11 @@ impl<'a> PlanRef<'a> {
                     .ok_or_else(|| corrupt("a reduce step names no reduction"))?;
             }
             (WRITE, 3) => {}
+            (SOFTMAX, 2) => {
+                if s.params[1] > 1 {
+                    return Err(corrupt("a softmax step's log flag is neither 0 nor 1"));
+                }
+            }
             _ => return Err(corrupt("a step has an unknown kernel or parameter count")),
         }
         match s.kernel {
@@ -665,6 +672,13 @@ impl<'a> PlanRef<'a> {
             }
             COPY | UNARY => {
                 let [a, d] = s.operands::<2>()?;
+                self.check_operands(s.kernel, 0, &[&a], &d)
+            }
+            SOFTMAX => {
+                let [a, d] = s.operands::<2>()?;
+                if s.params[0] as usize >= d.layout.shape().rank() {
+                    return Err(corrupt("a softmax step's dimension is out of range"));
+                }
                 self.check_operands(s.kernel, 0, &[&a], &d)
             }
             BINARY | COMPARE => {
@@ -882,7 +896,7 @@ impl<'a> PlanRef<'a> {
                     return Err(corrupt("an operand has a dtype its kernel does not take"));
                 }
             }
-            UNARY | BINARY | REDUCE => {
+            UNARY | BINARY | REDUCE | SOFTMAX => {
                 want(dst, DType::F32)?;
                 for s in srcs {
                     want(s, DType::F32)?;
@@ -953,7 +967,7 @@ impl<'a> PlanRef<'a> {
             let se = self.buffer(s.buf)?;
             if s.buf == dst.buf {
                 let exact = s.layout == dst.layout && s.dtype == dst.dtype;
-                if !exact || !matches!(kernel, COPY | UNARY | BINARY) {
+                if !exact || !matches!(kernel, COPY | UNARY | BINARY | SOFTMAX) {
                     return Err(corrupt(
                         "a step reads its destination other than exactly in place",
                     ));

@@ -278,9 +278,10 @@ mod tests {
         let (y, rec) = tracer.record(|| {
             // matmul + bias + relu: one fused flat step.
             let h = x.matmul(&w.t()?)?.add(&b)?.relu()?;
-            // A batched matmul and a 3-D permuted sum: strided steps.
+            // A batched matmul, a 3-D permuted sum and a softmax along
+            // the outer dimension: strided steps.
             let p = c.matmul(&h.expand(&[2, 2, 2])?)?;
-            p.add(&c.permute(&[2, 0, 1])?)
+            p.add(&c.permute(&[2, 0, 1])?)?.mul_scalar(0.01)?.softmax(0)
         })?;
         let plan = Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)])?;
         assert!(plan.as_ref().strided()?);

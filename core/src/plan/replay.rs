@@ -28,7 +28,7 @@ use super::format::{
 use crate::backend::{BinaryOp, CmpOp};
 use crate::cpu::matmul::KC;
 use crate::cpu::ops;
-use crate::cpu::reduce::{Acc, Kahan32};
+use crate::cpu::reduce::{Acc, Kahan32, softmax_row_f32, softmax_row_f64};
 use crate::dtype::Scalar;
 use crate::error::{Error, Result};
 use crate::shape::MAX_RANK;
@@ -285,6 +285,8 @@ fn step_bits(s: &Step<'_>) -> Result<[(u128, &'static str); 3]> {
         kernel::COMPARE => one((ops::COMPARE, "compare")),
         kernel::WHERE => one((ops::WHERE, "where")),
         kernel::REDUCE => one((ops::REDUCE, "reduce")),
+        kernel::SOFTMAX if s.params.get(1) == Some(&1) => one((ops::SOFTMAX, "log_softmax")),
+        kernel::SOFTMAX => one((ops::SOFTMAX, "softmax")),
         kernel::MATMUL if s.params.is_empty() => one((ops::MATMUL, "matmul")),
         kernel::MATMUL => {
             let (bin, _, un) = fused_ops(s.params).ok_or_else(|| refuse("corrupt matmul step"))?;
@@ -613,11 +615,55 @@ impl Mem<'_, '_> {
                     let v = s.views::<3>()?;
                     matmul(&v, self.ptrs(&v)?);
                 }
+                kernel::SOFTMAX if OPS & ops::SOFTMAX != 0 => self.softmax::<F32_ACC>(s)?,
                 // A kernel this replayer was built without (`new` refused
                 // such plans) links no code.
                 _ => return Err(refuse("corrupt step")),
             }
         }
+        Ok(())
+    }
+
+    /// Softmax rows with the eager kernel's row arithmetic (NOTE [One
+    /// softmax row]), read straight from the source: a row's element `k`
+    /// is written only after its last read, so an exactly-in-place step
+    /// is safe.
+    fn softmax<const F32_ACC: bool>(&self, s: &Step<'_>) -> Result<()> {
+        let v @ [a, d] = s.views::<2>()?;
+        let (dim, log) = (s.params[0] as usize, s.params[1] != 0);
+        let len = a.shape.get(dim).map_or(0, |&n| n as usize);
+        let stride = |o: &View<'_>| o.strides.get(dim).map_or(0, |&x| x as usize);
+        let (sa, sd) = (stride(&a), stride(&d));
+        let [pa, pd] = self.ptrs::<f32, 2>(&v)?;
+        // The walk over every row's start: the shape with `dim` set to 1.
+        let mut outer = [1u32; MAX_RANK];
+        let rank = a.shape.len().min(MAX_RANK);
+        outer[..rank].copy_from_slice(&a.shape[..rank]);
+        if let Some(n) = outer.get_mut(dim) {
+            *n = 1;
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let rows = Walk::new(&outer[..rank], &v);
+        rows.each(rows.rank, |[oa, od]| {
+            // SAFETY: NOTE [Replay on raw pointers]: each row's elements
+            // lie inside the validated walks of `a` and `d`, which are
+            // disjoint or exactly the same.
+            let x = |k: usize| unsafe { *pa.wrapping_add(oa + k * sa) };
+            // SAFETY: as for `x`, for the destination's walk.
+            let y = |k: usize, v: f32| unsafe { *pd.wrapping_add(od + k * sd) = v };
+            if F32_ACC {
+                softmax_row_f32(len, log, x, y);
+            } else {
+                softmax_row_f64(
+                    len,
+                    log,
+                    |k| f64::from(x(k)),
+                    |k, v| y(k, <f32 as Scalar>::from_f64(v)),
+                );
+            }
+        });
         Ok(())
     }
 

@@ -62,6 +62,8 @@ pub(crate) enum Kernel {
     Reduce(ReduceOp, u32),
     /// `dst = lhs @ rhs`.
     Matmul,
+    /// Softmax (log-softmax when `true`) along a dimension.
+    Softmax(usize, bool),
     /// Host bytes written into the destination's storage at a byte offset
     /// (a tensor made from data while recording: a constant of the plan).
     Write(usize, Vec<u8>),
@@ -397,8 +399,8 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
     }
 
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
-        self.refuse("softmax");
-        self.inner.softmax(src, dim, log, dst)
+        let r = self.inner.softmax(src, dim, log, dst);
+        self.run(Kernel::Softmax(dim, log), &[src, dst], r)
     }
 
     // The fused families (`softmax_backward`, `layer_norm`) are left out:
