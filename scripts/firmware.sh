@@ -11,10 +11,12 @@
 #
 # Builds (release: opt-level "z", fat LTO, one codegen unit), one per mode:
 #   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8
-#                                      sine_plan sine_plan_train sine_loops   (mps2-an386, Cortex-M4F)
+#                                      sine_plan sine_plan_train sine_loops
+#                                      mlp_infer_plan mlp_train_plan arena_plan   (mps2-an386, Cortex-M4F)
 #   thumbv7em-none-eabihf, sync (Arc)  mlp_infer arena
 #   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer_small mlp_train sine_int8 speech_int8
-#                                      sine_plan sine_plan_train sine_loops   (microbit, Cortex-M0)
+#                                      sine_plan sine_plan_train sine_loops
+#                                      mlp_infer_plan mlp_train_plan arena_plan   (microbit, Cortex-M0)
 #
 # mlp_infer (Device::cpu(): every kernel of every dtype) no longer fits the
 # micro:bit's 256 KiB of flash (it was 254 KiB when it last ran there, and
@@ -112,9 +114,9 @@ build() {
     echo "built $* ($((SECONDS - t0))s)"
 }
 
-build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8 sine_plan sine_plan_train sine_loops
+build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8 sine_plan sine_plan_train sine_loops mlp_infer_plan mlp_train_plan arena_plan
 build "M4F sync" thumbv7em-none-eabihf target/sync z "--features sync" mlp_infer arena
-build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8 sine_plan sine_plan_train sine_loops
+build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8 sine_plan sine_plan_train sine_loops mlp_infer_plan mlp_train_plan arena_plan
 build "M4F defmt" thumbv7em-none-eabihf target/defmt z "--features defmt" defmt_infer
 if [[ "${KAEL_FIRMWARE_OPT_S:-}" == 1 ]]; then
     build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_infer_small mlp_train arena
@@ -154,7 +156,8 @@ PLUGIN="$FW/target/insn_count.so"
 if gcc -shared -fPIC -O2 -o "$PLUGIN" tools/insn_count.c; then
     for example in sine_int8:16:extra:inference speech_int8:4:extra:inference \
         sine_plan:16:extra:inference sine_loops:16:extra:inference \
-        sine_plan_train:4:extra:"training step" sine_loops:4:steps:"training step"; do
+        sine_plan_train:4:extra:"training step" sine_loops:4:steps:"training step" \
+        mlp_infer_plan:6:extra:inference mlp_train_plan:4:extra:"training step"; do
         IFS=: read -r name extra key what <<<"$example"
         for pair in "M4F|thumbv7em-none-eabihf|-machine mps2-an386 -cpu cortex-m4" "M0|thumbv6m-none-eabi|-machine microbit"; do
             IFS='|' read -r label target machine <<<"$pair"
@@ -263,7 +266,7 @@ breakdown() {
 
 step "what fills the inference examples' flash (M4F, Rc mode, opt-level z)"
 echo "(TensorFlow Lite Micro's published framework size: about 10 KB on a Cortex-M3, without op kernels)"
-for b in mlp_infer mlp_infer_small sine_int8 sine_plan; do
+for b in mlp_infer mlp_infer_small sine_int8 sine_plan mlp_infer_plan; do
     echo
     breakdown "target/thumbv7em-none-eabihf/release/$b"
 done

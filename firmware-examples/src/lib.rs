@@ -228,6 +228,45 @@ fn read_u32(bytes: &[u8], at: usize) -> Result<usize, Error> {
     }
 }
 
+/// The model file's six f32 sections (`w1 b1 w2 b2 x expected`, see
+/// [`Mlp`]) as slices of flash, with the dimensions in, hidden, out,
+/// samples: what a plan replay binds, with no tensor and no heap.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the file is malformed.
+pub fn mlp_sections() -> Result<([&'static [f32]; 6], [usize; 4]), Error> {
+    let bytes: &'static [u8] = &MLP_BLOB.0;
+    if bytes.get(..8) != Some(&MAGIC[..]) {
+        return Err(BAD_FILE);
+    }
+    let dims = [
+        read_u32(bytes, 8)?,
+        read_u32(bytes, 12)?,
+        read_u32(bytes, 16)?,
+        read_u32(bytes, 20)?,
+    ];
+    let [i, h, o, n] = dims;
+    let mut at = HEADER;
+    let mut section = |len: usize| -> Result<&'static [f32], Error> {
+        let end = len.checked_mul(4).and_then(|b| b.checked_add(at));
+        let s = end.and_then(|end| bytes.get(at..end)).ok_or(BAD_FILE)?;
+        at = end.ok_or(BAD_FILE)?.next_multiple_of(16);
+        bytemuck::try_cast_slice(s).map_err(|_| BAD_FILE)
+    };
+    let m = |a: usize, b: usize| a.checked_mul(b).ok_or(BAD_FILE);
+    Ok((
+        [
+            section(m(i, h)?)?,
+            section(h)?,
+            section(m(h, o)?)?,
+            section(o)?,
+            section(m(n, i)?)?,
+            section(m(n, o)?)?,
+        ],
+        dims,
+    ))
+}
+
 impl Mlp {
     /// Wraps the flash-resident model file as tensors on `dev` without
     /// copying: one external (read-only) storage, six views into it. No

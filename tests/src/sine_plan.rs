@@ -169,7 +169,7 @@ pub struct Artifacts {
     pub io_rs: String,
 }
 
-fn bits_const(out: &mut String, name: &str, v: &[f32]) {
+pub(crate) fn bits_const(out: &mut String, name: &str, v: &[f32]) {
     let _ = write!(out, "pub const {name}: [u32; {}] = [", v.len());
     for (i, x) in v.iter().enumerate() {
         let _ = write!(

@@ -627,6 +627,15 @@ fn the_firmware_examples_plans_are_current() -> Result<()> {
         read("sine_plan_io.rs") == a.io_rs.as_bytes(),
         "sine_plan_io.rs is stale"
     );
+    let m = kael_tests::mlp_plan::generate(&read("mlp_infer.bin"))?;
+    for (file, bytes) in [
+        ("mlp_infer.plan", m.infer_plan.to_bytes()),
+        ("mlp_grad.plan", m.grad_plan.to_bytes()),
+        ("xor_train.plan", m.xor_plan.to_bytes()),
+        ("mlp_plan_io.rs", m.io_rs.clone().into_bytes()),
+    ] {
+        assert!(read(file) == bytes, "{file} is stale");
+    }
     // The firmware replayers link exactly these kernels.
     use kael_core::cpu::ops;
     assert_eq!(
@@ -650,5 +659,125 @@ fn the_firmware_examples_plans_are_current() -> Result<()> {
         5252,
         "sine_plan_train.rs sizes its arena with this"
     );
+    Ok(())
+}
+
+/// The plans of the `mlp_infer_plan`, `arena_plan` and `mlp_train_plan`
+/// firmware examples, replayed on the host with the replayers those
+/// examples build, give the eager examples' values bit for bit: each
+/// sample's class probabilities (the model file's `expected`, computed
+/// eagerly as a batch), the batch's loss and gradients, and every epoch's
+/// XOR loss until convergence.
+#[test]
+fn the_mlp_example_plans_replay_the_eager_examples_bit_for_bit() -> Result<()> {
+    use kael_core::cpu::ops;
+    use kael_tests::mlp_plan::{self, MlpFile, XOR_TARGET, XOR_X, XOR_Y};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware-examples/data");
+    let bin = std::fs::read(dir.join("mlp_infer.bin")).unwrap();
+    let file = MlpFile::read(&bin)?;
+    let [w1, b1, w2, b2, x, expected] = &file.sections;
+    let [n_in, _, n_out, n] = file.dims;
+    let a = mlp_plan::generate(&bin)?;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+
+    // Inference, one sample at a time, flat steps only.
+    let infer = a.infer_plan.as_ref();
+    assert!(!infer.strided()?);
+    let r = Replayer::<{ ops::MATMUL | ops::ADD | ops::RELU | ops::SOFTMAX }, false, false>::new(
+        &infer,
+    )?;
+    let mut arena = Arena::<512>::new();
+    for i in 0..n {
+        let mut p = vec![0.0f32; n_out];
+        r.run(
+            arena.as_mut_slice(),
+            &mut [
+                Bind::input("w1", w1),
+                Bind::input("b1", b1),
+                Bind::input("w2", w2),
+                Bind::input("b2", b2),
+                Bind::input("x", &x[i * n_in..(i + 1) * n_in]),
+                Bind::output("p", &mut p),
+            ],
+        )?;
+        assert_eq!(
+            bits(&p),
+            bits(&expected[i * n_out..(i + 1) * n_out]),
+            "sample {i}"
+        );
+    }
+
+    // The batch's forward and backward, against the reference device.
+    let cpu = Device::cpu();
+    let t = |v: &[f32], s: &[usize]| Tensor::from_slice(v, s, &cpu);
+    let mut w = vec![
+        t(w1, &[n_in, w1.len() / n_in])?.requires_grad_(true)?,
+        t(b1, &[b1.len()])?,
+        t(w2, &[b1.len(), n_out])?,
+        t(b2, &[n_out])?,
+        t(x, &[n, n_in])?.requires_grad_(true)?,
+    ];
+    let c = t(&mlp_plan::CLASS_WEIGHTS, &[n_out])?;
+    let xw = w.remove(4);
+    w.push(xw.clone());
+    let want = mlp_plan::arena_loss(&w, &xw, &c)?;
+    let mut got = [
+        vec![0.0f32; n * n_out],
+        vec![0.0f32; 1],
+        vec![0.0f32; n * n_in],
+        vec![0.0f32; w1.len()],
+    ];
+    let [gp, gl, gx, gw] = &mut got;
+    let mut arena = vec![0u8; a.grad_plan.arena_bytes() + 16];
+    let at = arena.as_ptr().align_offset(16);
+    Replayer::<{ ops::ALL }, false>::new(&a.grad_plan.as_ref())?.run(
+        &mut arena[at..],
+        &mut [
+            Bind::input("w1", w1),
+            Bind::input("b1", b1),
+            Bind::input("w2", w2),
+            Bind::input("b2", b2),
+            Bind::input("x", x),
+            Bind::output("p", gp),
+            Bind::output("loss", gl),
+            Bind::output("dx", gx),
+            Bind::output("dw1", gw),
+        ],
+    )?;
+    for (g, e) in got.iter().zip(&want) {
+        assert_eq!(bits(g), bits(&e.to_vec::<f32>()?));
+    }
+
+    // XOR training, every epoch's loss.
+    let mut p: Vec<Vec<f32>> = mlp_plan::xor_params(&cpu)?
+        .iter()
+        .map(|t| t.to_vec::<f32>())
+        .collect::<Result<_>>()?;
+    let (losses, preds) = mlp_plan::xor_eager(&cpu, &p)?;
+    let r = Replayer::<{ ops::ALL }, false>::new(&a.xor_plan.as_ref())?;
+    let mut arena = vec![0u8; a.xor_plan.arena_bytes() + 16];
+    let at = arena.as_ptr().align_offset(16);
+    let (mut loss, mut pred) = ([0.0f32], [0.0f32; 4]);
+    for (epoch, &want) in losses.iter().enumerate() {
+        let [w1, b1, w2, b2] = &mut p[..] else {
+            unreachable!()
+        };
+        r.run(
+            &mut arena[at..],
+            &mut [
+                Bind::input("x", &XOR_X),
+                Bind::input("y", &XOR_Y),
+                Bind::output("loss", &mut loss),
+                Bind::output("pred", &mut pred),
+                Bind::state("w1", w1),
+                Bind::state("b1", b1),
+                Bind::state("w2", w2),
+                Bind::state("b2", b2),
+            ],
+        )?;
+        assert_eq!(loss[0].to_bits(), want.to_bits(), "epoch {}", epoch + 1);
+    }
+    assert!(loss[0] < XOR_TARGET);
+    assert_eq!(bits(&pred), bits(&preds));
     Ok(())
 }

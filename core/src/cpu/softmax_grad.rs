@@ -45,6 +45,31 @@ pub fn softmax_backward(grad: Src<'_>, out: Src<'_>, log: bool, dx: Dst<'_>) -> 
     }
 }
 
+/// The arithmetic of one row of the fused softmax backward, in f64 (as
+/// NOTE [One softmax row] in [`super::reduce`]: the eager kernel and a
+/// plan's replay share it, so their bits agree). `dx[k]` is written after
+/// the row's sum, from `g(k)` and `y(k)`.
+#[inline]
+pub(crate) fn softmax_backward_row(
+    n: usize,
+    log: bool,
+    g: impl Fn(usize) -> f64,
+    y: impl Fn(usize) -> f64,
+    mut dx: impl FnMut(usize, f64),
+) {
+    if log {
+        let s: f64 = (0..n).map(&g).sum();
+        for k in 0..n {
+            dx(k, g(k) - libm::exp(y(k)) * s);
+        }
+    } else {
+        let s: f64 = (0..n).map(|k| g(k) * y(k)).sum();
+        for k in 0..n {
+            dx(k, y(k) * (g(k) - s));
+        }
+    }
+}
+
 fn rows_of<T: NormFloat>(
     grad: Src<'_>,
     out: Src<'_>,
@@ -68,17 +93,13 @@ fn rows_of<T: NormFloat>(
         .zip(y.chunks_exact(n))
         .zip(d.chunks_exact_mut(n))
     {
-        if log {
-            let s: f64 = gr.iter().map(|v| v.to()).sum();
-            for ((o, gv), yv) in dr.iter_mut().zip(gr).zip(yr) {
-                *o = T::from_f64(gv.to() - libm::exp(yv.to()) * s);
-            }
-        } else {
-            let s: f64 = gr.iter().zip(yr).map(|(gv, yv)| gv.to() * yv.to()).sum();
-            for ((o, gv), yv) in dr.iter_mut().zip(gr).zip(yr) {
-                *o = T::from_f64(yv.to() * (gv.to() - s));
-            }
-        }
+        softmax_backward_row(
+            n,
+            log,
+            |k| gr[k].to(),
+            |k| yr[k].to(),
+            |k, v| dr[k] = T::from_f64(v),
+        );
     }
     Ok(())
 }

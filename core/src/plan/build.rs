@@ -247,6 +247,9 @@ impl Plan {
                     )
                 }
                 Kernel::Matmul => (kernel::MATMUL, vec![], None),
+                Kernel::SoftmaxBackward(log) => {
+                    (kernel::SOFTMAX_BACKWARD, vec![u32::from(*log)], None)
+                }
                 Kernel::Softmax(dim, log) => {
                     (kernel::SOFTMAX, vec![word(*dim)?, u32::from(*log)], None)
                 }

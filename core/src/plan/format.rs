@@ -37,6 +37,8 @@ pub(crate) const VERSION: u32 = 2;
 pub(crate) const FLAG_F32_ACC: u32 = 1;
 /// Header length in words.
 pub(crate) const HEADER: usize = 8;
+/// A softmax step's parameters refused (one text for both kernels).
+const BAD_SOFTMAX: &str = "a softmax step's dimension or log flag does not fit its operands";
 /// Arena offsets are multiples of this (the f64 reduction scratch and any
 /// dtype a kernel reads need at most it).
 pub(crate) const ARENA_ALIGN: usize = 16;
@@ -67,6 +69,9 @@ pub(crate) mod kernel {
     pub(crate) const ZERO: u32 = 9;
     /// params: the dimension, then 1 for log-softmax (0 for softmax).
     pub(crate) const SOFTMAX: u32 = 10;
+    /// The fused softmax backward of `[rows, n]` operands (grad, out, dx);
+    /// params: 1 for log-softmax (0 for softmax).
+    pub(crate) const SOFTMAX_BACKWARD: u32 = 11;
     /// Flag on COPY, UNARY, BINARY and MATMUL: the operands are f32 and
     /// flat, at most two dimensions with per-operand strides (NOTE [Plan
     /// words]); the builder writes this form whenever the layouts allow,
@@ -643,11 +648,7 @@ impl<'a> PlanRef<'a> {
                     .ok_or_else(|| corrupt("a reduce step names no reduction"))?;
             }
             (WRITE, 3) => {}
-            (SOFTMAX, 2) => {
-                if s.params[1] > 1 {
-                    return Err(corrupt("a softmax step's log flag is neither 0 nor 1"));
-                }
-            }
+            (SOFTMAX_BACKWARD, 1) | (SOFTMAX, 2) => {}
             _ => return Err(corrupt("a step has an unknown kernel or parameter count")),
         }
         match s.kernel {
@@ -674,10 +675,17 @@ impl<'a> PlanRef<'a> {
                 let [a, d] = s.operands::<2>()?;
                 self.check_operands(s.kernel, 0, &[&a], &d)
             }
+            SOFTMAX_BACKWARD => {
+                let [g, y, d] = s.operands::<3>()?;
+                if d.layout.shape().rank() != 2 || s.params[0] > 1 {
+                    return Err(corrupt(BAD_SOFTMAX));
+                }
+                self.check_operands(s.kernel, 0, &[&g, &y], &d)
+            }
             SOFTMAX => {
                 let [a, d] = s.operands::<2>()?;
-                if s.params[0] as usize >= d.layout.shape().rank() {
-                    return Err(corrupt("a softmax step's dimension is out of range"));
+                if s.params[0] as usize >= d.layout.shape().rank() || s.params[1] > 1 {
+                    return Err(corrupt(BAD_SOFTMAX));
                 }
                 self.check_operands(s.kernel, 0, &[&a], &d)
             }
@@ -896,7 +904,7 @@ impl<'a> PlanRef<'a> {
                     return Err(corrupt("an operand has a dtype its kernel does not take"));
                 }
             }
-            UNARY | BINARY | REDUCE | SOFTMAX => {
+            UNARY | BINARY | REDUCE | SOFTMAX | SOFTMAX_BACKWARD => {
                 want(dst, DType::F32)?;
                 for s in srcs {
                     want(s, DType::F32)?;

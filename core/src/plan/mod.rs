@@ -299,6 +299,45 @@ mod tests {
     }
 
     #[test]
+    fn softmax_and_its_fused_backward_replay() -> Result<()> {
+        let tracer = Tracer::new(Accumulation::F64);
+        let dev = tracer.device();
+        let x =
+            Tensor::from_slice(&[1.0f32, -2.0, 0.5, 3.0], &[2, 2], &dev)?.requires_grad_(true)?;
+        let c = Tensor::from_slice(&[1.0f32, 3.0], &[2], &dev)?;
+        let ((p, dx), rec) = tracer.record(|| {
+            let p = x.log_softmax(1)?;
+            p.mul(&c)?.sum_all()?.backward()?;
+            let dx = x.grad().ok_or(crate::Error::Autograd {
+                op: "test",
+                reason: "no grad",
+            })?;
+            Ok((p, dx))
+        })?;
+        let plan = Plan::build(
+            &rec,
+            &[
+                Binding::input("x", &x),
+                Binding::output("p", &p),
+                Binding::output("dx", &dx),
+            ],
+        )?;
+        let (mut gp, mut gx) = ([0.0f32; 4], [0.0f32; 4]);
+        let mut arena = Arena::<256>::new();
+        plan.run(
+            arena.as_mut_slice(),
+            &mut [
+                Bind::input("x", &[1.0, -2.0, 0.5, 3.0]),
+                Bind::output("p", &mut gp),
+                Bind::output("dx", &mut gx),
+            ],
+        )?;
+        assert_eq!(bits(&gp), bits(&p.to_vec::<f32>()?));
+        assert_eq!(bits(&gx), bits(&dx.to_vec::<f32>()?));
+        Ok(())
+    }
+
+    #[test]
     fn compare_where_and_in_place_steps_replay() -> Result<()> {
         let tracer = Tracer::new(Accumulation::F64);
         let dev = tracer.device();

@@ -29,6 +29,7 @@ use crate::backend::{BinaryOp, CmpOp};
 use crate::cpu::matmul::KC;
 use crate::cpu::ops;
 use crate::cpu::reduce::{Acc, Kahan32, softmax_row_f32, softmax_row_f64};
+use crate::cpu::softmax_grad::softmax_backward_row;
 use crate::dtype::Scalar;
 use crate::error::{Error, Result};
 use crate::shape::MAX_RANK;
@@ -287,6 +288,7 @@ fn step_bits(s: &Step<'_>) -> Result<[(u128, &'static str); 3]> {
         kernel::REDUCE => one((ops::REDUCE, "reduce")),
         kernel::SOFTMAX if s.params.get(1) == Some(&1) => one((ops::SOFTMAX, "log_softmax")),
         kernel::SOFTMAX => one((ops::SOFTMAX, "softmax")),
+        kernel::SOFTMAX_BACKWARD => one((ops::SOFTMAX_BACKWARD, "softmax_backward")),
         kernel::MATMUL if s.params.is_empty() => one((ops::MATMUL, "matmul")),
         kernel::MATMUL => {
             let (bin, _, un) = fused_ops(s.params).ok_or_else(|| refuse("corrupt matmul step"))?;
@@ -616,6 +618,9 @@ impl Mem<'_, '_> {
                     matmul(&v, self.ptrs(&v)?);
                 }
                 kernel::SOFTMAX if OPS & ops::SOFTMAX != 0 => self.softmax::<F32_ACC>(s)?,
+                kernel::SOFTMAX_BACKWARD if OPS & ops::SOFTMAX_BACKWARD != 0 => {
+                    self.softmax_backward(s)?;
+                }
                 // A kernel this replayer was built without (`new` refused
                 // such plans) links no code.
                 _ => return Err(refuse("corrupt step")),
@@ -664,6 +669,36 @@ impl Mem<'_, '_> {
                 );
             }
         });
+        Ok(())
+    }
+
+    /// The fused softmax backward of `[rows, n]` operands, with the eager
+    /// kernel's row arithmetic (`softmax_backward_row`, sums in f64 on
+    /// every device).
+    fn softmax_backward(&self, s: &Step<'_>) -> Result<()> {
+        let v @ [g, y, d] = s.views::<3>()?;
+        let log = s.params[0] != 0;
+        let (rows, n) = match *d.shape {
+            [r, n] => (r as usize, n as usize),
+            _ => return Err(refuse("corrupt softmax backward step")),
+        };
+        let st = |o: &View<'_>, k: usize| o.strides.get(k).map_or(0, |&x| x as usize);
+        let [pg, py, pd] = self.ptrs::<f32, 3>(&v)?;
+        for r in 0..rows {
+            let at = |o: &View<'_>| o.offset + r * st(o, 0);
+            let (og, oy, od) = (at(&g), at(&y), at(&d));
+            let (sg, sy, sd) = (st(&g, 1), st(&y, 1), st(&d, 1));
+            // SAFETY: NOTE [Replay on raw pointers]: the `[rows, n]` walks
+            // stay inside their buffers, and `dx` is disjoint from both
+            // sources (validated).
+            let gk = |k: usize| f64::from(unsafe { *pg.wrapping_add(og + k * sg) });
+            // SAFETY: as for `gk`.
+            let yk = |k: usize| f64::from(unsafe { *py.wrapping_add(oy + k * sy) });
+            softmax_backward_row(n, log, gk, yk, |k, x| {
+                // SAFETY: as for `gk`, for the destination.
+                unsafe { *pd.wrapping_add(od + k * sd) = <f32 as Scalar>::from_f64(x) };
+            });
+        }
         Ok(())
     }
 

@@ -64,6 +64,8 @@ pub(crate) enum Kernel {
     Matmul,
     /// Softmax (log-softmax when `true`) along a dimension.
     Softmax(usize, bool),
+    /// The fused softmax backward (of log-softmax when `true`).
+    SoftmaxBackward(bool),
     /// Host bytes written into the destination's storage at a byte offset
     /// (a tensor made from data while recording: a constant of the plan).
     Write(usize, Vec<u8>),
@@ -403,9 +405,14 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
         self.run(Kernel::Softmax(dim, log), &[src, dst], r)
     }
 
-    // The fused families (`softmax_backward`, `layer_norm`) are left out:
-    // the tensor layer composes them from the primitives above, which the
-    // plan records (NOTE [Fused families]).
+    fn softmax_backward(&self, grad: Src<'_>, out: Src<'_>, log: bool, dx: Dst<'_>) -> Result<()> {
+        let r = self.inner.softmax_backward(grad, out, log, dx);
+        self.run(Kernel::SoftmaxBackward(log), &[grad, out, dx], r)
+    }
+
+    // The other fused families (`layer_norm`) are left out: the tensor
+    // layer composes them from the primitives above, which the plan
+    // records (NOTE [Fused families]).
 
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
         let r = self.inner.matmul(lhs, rhs, dst);
