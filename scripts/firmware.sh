@@ -12,11 +12,11 @@
 # Builds (release: opt-level "z", fat LTO, one codegen unit), one per mode:
 #   thumbv7em-none-eabihf, Rc mode     baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8
 #                                      sine_plan sine_plan_train sine_loops
-#                                      mlp_infer_plan mlp_train_plan arena_plan   (mps2-an386, Cortex-M4F)
+#                                      mlp_infer_plan mlp_train_plan arena_plan sine_eager   (mps2-an386, Cortex-M4F)
 #   thumbv7em-none-eabihf, sync (Arc)  mlp_infer arena
 #   thumbv6m-none-eabi,    Rc mode     baseline mlp_infer_small mlp_train sine_int8 speech_int8
 #                                      sine_plan sine_plan_train sine_loops
-#                                      mlp_infer_plan mlp_train_plan arena_plan   (microbit, Cortex-M0)
+#                                      mlp_infer_plan mlp_train_plan arena_plan sine_eager   (microbit, Cortex-M0)
 #
 # mlp_infer (Device::cpu(): every kernel of every dtype) no longer fits the
 # micro:bit's 256 KiB of flash (it was 254 KiB when it last ran there, and
@@ -114,9 +114,9 @@ build() {
     echo "built $* ($((SECONDS - t0))s)"
 }
 
-build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8 sine_plan sine_plan_train sine_loops mlp_infer_plan mlp_train_plan arena_plan
+build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_small mlp_train arena sine_int8 speech_int8 sine_plan sine_plan_train sine_loops mlp_infer_plan mlp_train_plan arena_plan sine_eager
 build "M4F sync" thumbv7em-none-eabihf target/sync z "--features sync" mlp_infer arena
-build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8 sine_plan sine_plan_train sine_loops mlp_infer_plan mlp_train_plan arena_plan
+build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8 sine_plan sine_plan_train sine_loops mlp_infer_plan mlp_train_plan arena_plan sine_eager
 build "M4F defmt" thumbv7em-none-eabihf target/defmt z "--features defmt" defmt_infer
 if [[ "${KAEL_FIRMWARE_OPT_S:-}" == 1 ]]; then
     build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_infer_small mlp_train arena
@@ -149,13 +149,14 @@ done
 # inferences (or training steps); everything else in the two runs is the
 # same, so the difference over N is the cost of one (NOTE in sine_int8.rs).
 # Deterministic: the same binary gives the same counts on any host. The
-# f32 sine rows compare kael's planned replay with the same model written
-# as plain loops (sine_loops), built and counted in this run.
+# f32 sine rows compare kael's planned replay (sine_plan) and its eager
+# path (sine_eager, eight tensor ops per inference) with the same model
+# written as plain loops (sine_loops), built and counted in this run.
 step "instructions per inference / training step (QEMU TCG plugin, exact counts)"
 PLUGIN="$FW/target/insn_count.so"
 if gcc -shared -fPIC -O2 -o "$PLUGIN" tools/insn_count.c; then
     for example in sine_int8:16:extra:inference speech_int8:4:extra:inference \
-        sine_plan:16:extra:inference sine_loops:16:extra:inference \
+        sine_plan:16:extra:inference sine_loops:16:extra:inference sine_eager:16:extra:inference \
         sine_plan_train:4:extra:"training step" sine_loops:4:steps:"training step" \
         mlp_infer_plan:6:extra:inference mlp_train_plan:4:extra:"training step"; do
         IFS=: read -r name extra key what <<<"$example"

@@ -675,20 +675,7 @@ impl<'a> PlanRef<'a> {
                 let [a, d] = s.operands::<2>()?;
                 self.check_operands(s.kernel, 0, &[&a], &d)
             }
-            SOFTMAX_BACKWARD => {
-                let [g, y, d] = s.operands::<3>()?;
-                if d.layout.shape().rank() != 2 || s.params[0] > 1 {
-                    return Err(corrupt(BAD_SOFTMAX));
-                }
-                self.check_operands(s.kernel, 0, &[&g, &y], &d)
-            }
-            SOFTMAX => {
-                let [a, d] = s.operands::<2>()?;
-                if s.params[0] as usize >= d.layout.shape().rank() || s.params[1] > 1 {
-                    return Err(corrupt(BAD_SOFTMAX));
-                }
-                self.check_operands(s.kernel, 0, &[&a], &d)
-            }
+            SOFTMAX_BACKWARD | SOFTMAX => self.validate_softmax(s),
             BINARY | COMPARE => {
                 let [a, b, d] = s.operands::<3>()?;
                 self.check_operands(s.kernel, 0, &[&a, &b], &d)
@@ -719,6 +706,26 @@ impl<'a> PlanRef<'a> {
                 let [a, b, d] = s.operands::<3>()?;
                 self.check_operands(s.kernel, 0, &[&a, &b], &d)
             }
+        }
+    }
+
+    /// A softmax or fused softmax backward step: the dimension and log
+    /// flag, then the operands as any step's. Kept out of line: its
+    /// operands would otherwise widen every step's validation frame.
+    #[inline(never)]
+    fn validate_softmax(&self, s: &Step<'_>) -> Result<()> {
+        if s.kernel == kernel::SOFTMAX_BACKWARD {
+            let [g, y, d] = s.operands::<3>()?;
+            if d.layout.shape().rank() != 2 || s.params[0] > 1 {
+                return Err(corrupt(BAD_SOFTMAX));
+            }
+            self.check_operands(s.kernel, 0, &[&g, &y], &d)
+        } else {
+            let [a, d] = s.operands::<2>()?;
+            if s.params[0] as usize >= d.layout.shape().rank() || s.params[1] > 1 {
+                return Err(corrupt(BAD_SOFTMAX));
+            }
+            self.check_operands(s.kernel, 0, &[&a], &d)
         }
     }
 
