@@ -37,6 +37,15 @@ impl Dims {
         }
     }
 
+    /// A list of `like.rank()` zeros.
+    #[inline]
+    pub(crate) fn zeros_like(like: &Dims) -> Self {
+        Self {
+            dims: [0; MAX_RANK],
+            len: like.len,
+        }
+    }
+
     /// Copies `dims`.
     ///
     /// # Errors

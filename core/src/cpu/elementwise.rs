@@ -10,7 +10,7 @@ use crate::device_kind::DeviceKind;
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
-use crate::layout::walk;
+use crate::layout::{Layout, walk};
 use crate::storage::{ReadGuard, typed, typed_mut};
 
 /// Whether `src` is the destination itself: same storage, layout and dtype
@@ -32,6 +32,26 @@ fn slice_of<'g, T: bytemuck::Pod>(g: &'g Option<ReadGuard<'_>>) -> Result<Option
     g.as_ref().map(|g| typed::<T>(g.bytes())).transpose()
 }
 
+/// The element ranges of layouts that are all contiguous (each a run of
+/// `numel` elements from its offset, in row-major order) and inside
+/// storages of `lens` elements: the flat loop's operands. `None` sends the
+/// caller to the strided walk.
+fn dense<const N: usize>(
+    layouts: [&Layout; N],
+    lens: [usize; N],
+) -> Option<[core::ops::Range<usize>; N]> {
+    let n = layouts[0].numel();
+    let mut out: [core::ops::Range<usize>; N] = core::array::from_fn(|_| 0..0);
+    for ((l, len), r) in layouts.iter().zip(lens).zip(out.iter_mut()) {
+        let end = l.offset().checked_add(n)?;
+        if l.numel() != n || !l.is_contiguous() || end > len {
+            return None;
+        }
+        *r = l.offset()..end;
+    }
+    Some(out)
+}
+
 /// `dst[i] = f(a[i])`, where `a` may be exactly `dst`.
 pub fn map1_same<T: Scalar>(
     op: &'static str,
@@ -43,7 +63,14 @@ pub fn map1_same<T: Scalar>(
     let mut gd = dst.storage.write(op)?;
     let d = typed_mut::<T>(gd.bytes_mut())?;
     match slice_of::<T>(&ga)? {
-        Some(sa) => walk([dst.layout, a.layout], |[od, oa]| d[od] = f(sa[oa])),
+        Some(sa) => match dense([dst.layout, a.layout], [d.len(), sa.len()]) {
+            Some([rd, ra]) => {
+                for (o, &x) in d[rd].iter_mut().zip(&sa[ra]) {
+                    *o = f(x);
+                }
+            }
+            None => walk([dst.layout, a.layout], |[od, oa]| d[od] = f(sa[oa])),
+        },
         None => walk([dst.layout], |[od]| d[od] = f(d[od])),
     }
     Ok(())
@@ -63,6 +90,15 @@ pub fn map2_same<T: Scalar>(
     let d = typed_mut::<T>(gd.bytes_mut())?;
     let sa = slice_of::<T>(&ga)?;
     let sb = slice_of::<T>(&gb)?;
+    if let (Some(sa), Some(sb)) = (sa, sb) {
+        let lens = [d.len(), sa.len(), sb.len()];
+        if let Some([rd, ra, rb]) = dense([dst.layout, a.layout, b.layout], lens) {
+            for ((o, &x), &y) in d[rd].iter_mut().zip(&sa[ra]).zip(&sb[rb]) {
+                *o = f(x, y);
+            }
+            return Ok(());
+        }
+    }
     walk([dst.layout, a.layout, b.layout], |[od, oa, ob]| {
         let x = match sa {
             Some(s) => s[oa],

@@ -20,6 +20,15 @@
 //! no edge cases; padded rows and columns are never stored. The summation
 //! order depends only on the shapes, so results are deterministic.
 //!
+//! NOTE [Small products]
+//! A product of at most [`SMALL`] multiply-adds skips packing: packing and
+//! zero-padding to whole tiles cost more than such a product's arithmetic
+//! (a `[1, 16] @ [16, 16]` would compute a 4x8 tile for 1 useful row and
+//! allocate three scratch buffers). It reads the operands through their
+//! strides and sums in exactly the blocked order (per `KC`-deep block from
+//! zero, blocks added to a zero total, one rounding at the store), so the
+//! bits are the same as the blocked path's and the choice is invisible.
+//!
 //! Scratch buffers (`k * NC + MC * KC + MC * NC` accumulator elements at
 //! most) are allocated fallibly before any work: running out is
 //! [`Error::OutOfMemory`] with `dst` untouched.
@@ -44,6 +53,9 @@ const MC: usize = 64;
 pub(crate) const KC: usize = 256;
 /// Columns of rhs packed per block.
 const NC: usize = 128;
+/// Products of at most this many multiply-adds (`m * n * k`) run unpacked
+/// (NOTE [Small products]).
+const SMALL: usize = 4096;
 
 /// The type a product accumulates in.
 trait Accum: Copy + Default {
@@ -205,8 +217,11 @@ struct Dims3 {
     c_rs: usize,
     c_cs: usize,
     /// The batch dims of dst, lhs, rhs (shape of dst's batch dims, each
-    /// operand's own strides and offset).
-    batch: [Layout; 3],
+    /// operand's own strides and offset); `None` for a plain matrix
+    /// product (rank 2: no layouts are built on that common path).
+    batch: Option<[Layout; 3]>,
+    /// The storage offsets of dst, lhs and rhs.
+    offsets: [usize; 3],
 }
 
 impl Dims3 {
@@ -233,12 +248,36 @@ impl Dims3 {
             b_cs: b[rank - 1],
             c_rs: c[rank - 2],
             c_cs: c[rank - 1],
-            batch: [
-                batch_of(dst.layout)?,
-                batch_of(lhs.layout)?,
-                batch_of(rhs.layout)?,
+            batch: if rank > 2 {
+                Some([
+                    batch_of(dst.layout)?,
+                    batch_of(lhs.layout)?,
+                    batch_of(rhs.layout)?,
+                ])
+            } else {
+                None
+            },
+            offsets: [
+                dst.layout.offset(),
+                lhs.layout.offset(),
+                rhs.layout.offset(),
             ],
         })
+    }
+
+    /// Whether there is no product to compute (a zero-sized batch or
+    /// result).
+    fn is_empty(&self) -> bool {
+        self.m == 0 || self.n == 0 || self.batch.as_ref().is_some_and(|b| b[0].numel() == 0)
+    }
+
+    /// Calls `f` with the storage offsets `[dst, lhs, rhs]` of every
+    /// batch entry's matrices.
+    fn each(&self, mut f: impl FnMut([usize; 3])) {
+        match &self.batch {
+            Some([bd, bl, br]) => walk([bd, bl, br], f),
+            None => f(self.offsets),
+        }
     }
 }
 
@@ -266,9 +305,19 @@ struct Buffers<A> {
 
 fn gemm<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Result<()> {
     let (m, k, n) = (d.m, d.k, d.n);
-    if d.batch[0].numel() == 0 || m == 0 || n == 0 {
+    if d.is_empty() {
         return Ok(());
     }
+    if m.saturating_mul(n).saturating_mul(k) <= SMALL {
+        gemm_small::<T>(lhs, rhs, dst, d)
+    } else {
+        gemm_blocked::<T>(lhs, rhs, dst, d)
+    }
+}
+
+/// [`gemm`] through packed panels (NOTE [Blocked matmul]).
+fn gemm_blocked<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Result<()> {
+    let (m, k, n) = (d.m, d.k, d.n);
     let nc_pad = n.min(NC).next_multiple_of(NR);
     let mc_pad = m.min(MC).next_multiple_of(MR);
     let kc_max = k.min(KC);
@@ -283,9 +332,40 @@ fn gemm<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Resu
     let sa = typed::<T>(ga.bytes())?;
     let sb = typed::<T>(gb.bytes())?;
     let sd = typed_mut::<T>(gd.bytes_mut())?;
-    let [bd, bl, br] = &d.batch;
-    walk([bd, bl, br], |[od, ol, or]| {
+    d.each(|[od, ol, or]| {
         gemm_one::<T>(sa, ol, sb, or, sd, od, d, &mut buf);
+    });
+    Ok(())
+}
+
+/// [`gemm`] for small products: no scratch, no packing (NOTE [Small
+/// products]).
+fn gemm_small<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Result<()> {
+    let ga = lhs.storage.read("matmul")?;
+    let gb = rhs.storage.read("matmul")?;
+    let mut gd = dst.storage.write("matmul")?;
+    let sa = typed::<T>(ga.bytes())?;
+    let sb = typed::<T>(gb.bytes())?;
+    let sd = typed_mut::<T>(gd.bytes_mut())?;
+    d.each(|[oc, oa, ob]| {
+        for i in 0..d.m {
+            let (arow, crow) = (oa + i * d.a_rs, oc + i * d.c_rs);
+            for j in 0..d.n {
+                let bcol = ob + j * d.b_cs;
+                let mut c = T::Acc::default();
+                let (mut ia, mut ib, mut left) = (arow, bcol, d.k);
+                while left > 0 {
+                    let mut t = T::Acc::default();
+                    for _ in 0..left.min(KC) {
+                        t = t.mul_add(sa[ia].up(), sb[ib].up());
+                        (ia, ib) = (ia.wrapping_add(d.a_cs), ib.wrapping_add(d.b_rs));
+                    }
+                    c = c.plus(t);
+                    left = left.saturating_sub(KC);
+                }
+                sd[crow + j * d.c_cs] = T::down(c);
+            }
+        }
     });
     Ok(())
 }
@@ -457,6 +537,73 @@ mod tests {
             typed::<f64>(g.bytes()).unwrap(),
             &naive(&a, &b, m, k, n)[..]
         );
+    }
+
+    /// Runs one path of `gemm` for f32 operands (`b_t`: rhs given as its
+    /// transpose's storage) and returns dst's bits.
+    fn product_bits(
+        small: bool,
+        a: &[f32],
+        b: &[f32],
+        [m, k, n]: [usize; 3],
+        b_t: bool,
+    ) -> Vec<u32> {
+        let store = |v: &[f32]| {
+            let s = Storage::zeroed(v.len() * 4, &Device::cpu()).unwrap();
+            typed_mut::<f32>(s.write("t").unwrap().bytes_mut())
+                .unwrap()
+                .copy_from_slice(v);
+            Shared::new(s)
+        };
+        let (sa, sb, sc) = (store(a), store(b), store(&alloc::vec![0.0; m * n]));
+        let la = Layout::contiguous(&[m, k]).unwrap();
+        let lb = if b_t {
+            Layout::new(&[k, n], &[1, k], 0).unwrap()
+        } else {
+            Layout::contiguous(&[k, n]).unwrap()
+        };
+        let lc = Layout::contiguous(&[m, n]).unwrap();
+        let src = |s, l| Src {
+            storage: s,
+            layout: l,
+            dtype: DType::F32,
+        };
+        let (a, b, c) = (src(&sa, &la), src(&sb, &lb), src(&sc, &lc));
+        let d = Dims3::of(&a, &b, &c, contract::matmul(a, b, c).unwrap()).unwrap();
+        if small {
+            gemm_small::<f32>(a, b, c, &d).unwrap();
+        } else {
+            gemm_blocked::<f32>(a, b, c, &d).unwrap();
+        }
+        let g = sc.read("t").unwrap();
+        typed::<f32>(g.bytes())
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    }
+
+    #[test]
+    fn small_products_have_the_blocked_products_bits() {
+        // Inexact f32 sums, so any change of summation order shows; k past
+        // KC checks the per-block partial sums.
+        let val = |i: usize| ((i * 2_654_435_761) % 1000) as f32 / 7.0 - 71.3;
+        for (mkn, b_t) in [
+            ([1, 16, 16], true),
+            ([3, 5, 7], false),
+            ([1, KC + 9, 2], false),
+            ([2, 1, 1], true),
+        ] {
+            let [m, k, n] = mkn;
+            let a: Vec<f32> = (0..m * k).map(val).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| val(i + 7)).collect();
+            assert!(m * k * n <= SMALL);
+            assert_eq!(
+                product_bits(true, &a, &b, mkn, b_t),
+                product_bits(false, &a, &b, mkn, b_t),
+                "{mkn:?}"
+            );
+        }
     }
 
     #[test]

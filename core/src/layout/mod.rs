@@ -89,6 +89,57 @@ impl Layout {
         }
     }
 
+    /// A layout of `shape` whose strides and offset are still to be
+    /// placed (all 0) by one of the `place` methods. These build a layout
+    /// in place, copying each `Dims` once: on Cortex-M every copy or move
+    /// of a `Dims` is a memcpy call, and the small-op path is mostly that
+    /// (NOTE [Small-op path]).
+    #[inline]
+    pub(crate) fn of_shape(shape: &Dims) -> Self {
+        Self {
+            shape: shape.clone(),
+            strides: Dims::zeros_like(shape),
+            offset: 0,
+        }
+    }
+
+    /// Sets the strides and offset (`strides.rank() == self.rank()`).
+    #[inline]
+    pub(crate) fn place(&mut self, strides: &Dims, offset: usize) {
+        debug_assert_eq!(strides.rank(), self.rank());
+        self.strides.clone_from(strides);
+        self.offset = offset;
+    }
+
+    /// Sets row-major contiguous strides at offset 0.
+    pub(crate) fn place_contiguous(&mut self) {
+        let mut acc = 1usize;
+        for (st, &d) in self.strides.iter_mut().zip(self.shape.iter()).rev() {
+            *st = acc;
+            acc = acc.saturating_mul(d.max(1));
+        }
+        self.offset = 0;
+    }
+
+    /// Sets the strides and offset of a tensor with `shape`, `strides` and
+    /// `offset` read broadcast to this layout's shape, which
+    /// [`broadcast_shapes`] made from `shape` and another (so it has at
+    /// least `shape`'s rank, and every size of `shape` equals its trailing
+    /// size or is 1): new leading dims and stretched size-1 dims get stride
+    /// 0. No tensor is made, so a broadcasting op allocates no views.
+    ///
+    /// [`broadcast_shapes`]: crate::shape::broadcast_shapes
+    pub(crate) fn place_broadcast(&mut self, shape: &Dims, strides: &Dims, offset: usize) {
+        let lead = self.rank().saturating_sub(shape.rank());
+        for (i, (o, &want)) in self.strides.iter_mut().zip(self.shape.iter()).enumerate() {
+            *o = match i.checked_sub(lead) {
+                Some(j) if shape[j] == want => strides[j],
+                _ => 0,
+            };
+        }
+        self.offset = offset;
+    }
+
     /// The sizes.
     pub fn shape(&self) -> &Dims {
         &self.shape

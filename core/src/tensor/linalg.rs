@@ -102,6 +102,33 @@ fn plan(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Plan> {
     })
 }
 
+/// The common case of `matmul`, `[m, k] @ [k, n]` with nothing to record,
+/// straight on the operands' layouts: no plan, no views, no layout copies
+/// (NOTE [Small-op path]). `None` for every other case, including errors,
+/// which the general path reports.
+fn matrix_product(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
+    let (sa, sb) = (a.shape(), b.shape());
+    let ([m, k], [k2, n]) = (sa, sb) else {
+        return Ok(None);
+    };
+    if k != k2
+        || a.dtype() != b.dtype()
+        || a.dtype() == DType::Bool
+        || autograd::needs_record(&[a, b])
+    {
+        return Ok(None);
+    }
+    let out = Dims::from_slice(&[*m, *n])?;
+    a.with_src_on(|la, dev| {
+        b.with_src_on(|lb, dev_b| {
+            if dev.kind() != dev_b.kind() {
+                return Ok(None);
+            }
+            Tensor::written(&out, la.dtype, dev, |d| dev.backend().matmul(la, lb, d)).map(Some)
+        })
+    })
+}
+
 fn run(a: &Tensor, b: &Tensor, p: Plan) -> Result<Tensor> {
     let dev = a.device();
     let out = Tensor::alloc_for_overwrite(&p.out, a.dtype(), &dev)?;
@@ -189,6 +216,9 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        if let Some(out) = matrix_product(self, rhs)? {
+            return Ok(out);
+        }
         let p = plan("matmul", self, rhs)?;
         product(self, rhs, p)
     }
@@ -216,6 +246,9 @@ impl Tensor {
                     got: t.rank(),
                 });
             }
+        }
+        if let Some(out) = matrix_product(self, rhs)? {
+            return Ok(out);
         }
         let p = plan("mm", self, rhs)?;
         product(self, rhs, p)

@@ -66,14 +66,6 @@ pub(crate) struct Placement {
     pub(crate) device: Option<Device>,
 }
 
-impl Placement {
-    /// The device whose kernels run on the tensor (INVARIANT 3), borrowed:
-    /// no handle is cloned.
-    pub(crate) fn device(&self) -> &Device {
-        self.device.as_ref().unwrap_or(self.storage.device())
-    }
-}
-
 /// What a [`Tensor`] points to. See the module's INVARIANTS.
 pub struct TensorImpl {
     shape: Dims,
@@ -459,15 +451,39 @@ impl Tensor {
     /// this tensor: one read of the placement gives both, and no device
     /// handle is cloned (NOTE [Small-op path]).
     pub(crate) fn with_src_on<R>(&self, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
-        let p = self.placement();
-        let layout = Layout::from_dims(self.0.shape.clone(), p.strides.clone(), p.offset);
+        // The shape and strides are copied once each, straight into the
+        // layout (each copy of a `Dims` is a memcpy call on Cortex-M).
+        let mut layout = Layout::of_shape(&self.0.shape);
+        let (storage, device) = self.0.placement.with(|p| {
+            layout.place(&p.strides, p.offset);
+            (p.storage.clone(), p.device.clone())
+        });
         f(
             Src {
-                storage: &p.storage,
+                storage: &storage,
                 layout: &layout,
                 dtype: self.0.dtype,
             },
-            p.device(),
+            device.as_ref().unwrap_or(storage.device()),
+        )
+    }
+
+    /// [`Tensor::with_src_on`] with the layout broadcast to `shape` (a
+    /// [`broadcast_shapes`](crate::shape::broadcast_shapes) result of this
+    /// tensor's shape and another): stride 0 along new and stretched dims.
+    pub(crate) fn with_src_as<R>(&self, shape: &Dims, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
+        let mut layout = Layout::of_shape(shape);
+        let (storage, device) = self.0.placement.with(|p| {
+            layout.place_broadcast(&self.0.shape, &p.strides, p.offset);
+            (p.storage.clone(), p.device.clone())
+        });
+        f(
+            Src {
+                storage: &storage,
+                layout: &layout,
+                dtype: self.0.dtype,
+            },
+            device.as_ref().unwrap_or(storage.device()),
         )
     }
 
@@ -492,7 +508,8 @@ impl Tensor {
                     available: None,
                 })?;
         let storage = Shared::new(Storage::for_overwrite(nbytes, device)?);
-        let layout = Layout::from_dims(shape.clone(), crate::shape::contiguous_strides(shape), 0);
+        let mut layout = Layout::of_shape(shape);
+        layout.place_contiguous();
         kernel(Src {
             storage: &storage,
             layout: &layout,

@@ -89,8 +89,11 @@ impl Tensor {
         let out = if self.shape() == other.shape() {
             self.with_src_on(|sa, dev| other.with_src_on(|sb, dev_b| kernel(sa, dev, sb, dev_b)))?
         } else {
-            let (a, b) = self.broadcast_pair(op.name(), other)?;
-            a.with_src_on(|sa, dev| b.with_src_on(|sb, dev_b| kernel(sa, dev, sb, dev_b)))?
+            // Broadcast layouts, not broadcast views: no tensor is made.
+            let shape = broadcast_shapes(op.name(), self.shape(), other.shape())?;
+            self.with_src_as(&shape, |sa, dev| {
+                other.with_src_as(&shape, |sb, dev_b| kernel(sa, dev, sb, dev_b))
+            })?
         };
         crate::autograd::record(&out, &[self, other], || {
             let (na, nb, no) = op.saves();
