@@ -1,6 +1,7 @@
 //! Support shared by the firmware examples: a heap that records its peak,
 //! stack painting, the flash-resident MLP, fixed-point printing (no float
-//! formatting code in flash), the exit path and the panic handler.
+//! formatting code in flash), the exit path, the panic handler and the
+//! interrupt vectors ([`vectors`]).
 //!
 //! Every example reports success or failure through semihosting
 //! `SYS_EXIT`, so QEMU's exit status is the example's verdict. Every example
@@ -22,6 +23,7 @@ pub mod infer;
 pub mod plan_data;
 pub mod say;
 pub mod stack;
+pub mod vectors;
 
 /// Ends the program: QEMU exits with status 0 when `ok` and the stack kept
 /// its guard bytes, 1 otherwise. Prints the stack peak first.

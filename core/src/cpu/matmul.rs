@@ -347,6 +347,7 @@ fn gemm_small<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -
     let sa = typed::<T>(ga.bytes())?;
     let sb = typed::<T>(gb.bytes())?;
     let sd = typed_mut::<T>(gd.bytes_mut())?;
+    let unit = d.a_cs == 1 && d.b_rs == 1;
     d.each(|[oc, oa, ob]| {
         for i in 0..d.m {
             let (arow, crow) = (oa + i * d.a_rs, oc + i * d.c_rs);
@@ -355,13 +356,23 @@ fn gemm_small<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -
                 let mut c = T::Acc::default();
                 let (mut ia, mut ib, mut left) = (arow, bcol, d.k);
                 while left > 0 {
+                    let len = left.min(KC);
                     let mut t = T::Acc::default();
-                    for _ in 0..left.min(KC) {
-                        t = t.mul_add(sa[ia].up(), sb[ib].up());
-                        (ia, ib) = (ia.wrapping_add(d.a_cs), ib.wrapping_add(d.b_rs));
+                    if unit {
+                        // Both runs are contiguous (a row-major lhs, a
+                        // transposed rhs: `Linear`'s weight): slices.
+                        for (&x, &y) in sa[ia..ia + len].iter().zip(&sb[ib..ib + len]) {
+                            t = t.mul_add(x.up(), y.up());
+                        }
+                        (ia, ib) = (ia + len, ib + len);
+                    } else {
+                        for _ in 0..len {
+                            t = t.mul_add(sa[ia].up(), sb[ib].up());
+                            (ia, ib) = (ia.wrapping_add(d.a_cs), ib.wrapping_add(d.b_rs));
+                        }
                     }
                     c = c.plus(t);
-                    left = left.saturating_sub(KC);
+                    left -= len;
                 }
                 sd[crow + j * d.c_cs] = T::down(c);
             }
