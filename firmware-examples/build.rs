@@ -19,7 +19,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // cortex-m-rt's `device` feature includes `device.x`, where a device
     // crate names its interrupt handlers; `vectors.rs` points every entry
     // at `DefaultHandler` itself, so there is nothing to name.
-    fs::write(out.join("device.x"), "/* no named interrupt handlers: see src/vectors.rs */\n")?;
+    fs::write(
+        out.join("device.x"),
+        "/* no named interrupt handlers: see src/vectors.rs */\n",
+    )?;
     println!("cargo:rustc-link-search={}", out.display());
     if target.starts_with("thumb") {
         println!("cargo:rustc-link-arg-bins=--nmagic");

@@ -89,7 +89,7 @@ fn run() -> Result<usize, Error> {
 #[entry]
 fn main() -> ! {
     stack::paint();
-    heap::init();
+    heap::init_cached();
     let total = io::INFER_INPUTS.len();
     match run() {
         Ok(n) if n == total => {
