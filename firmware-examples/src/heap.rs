@@ -52,7 +52,7 @@ pub struct PeakHeap {
 }
 
 /// The largest block the cache keeps (NOTE [Small-block cache]).
-pub const CACHED_MAX: usize = 256;
+pub const CACHED_MAX: usize = 128;
 /// One free list per multiple of 8 bytes up to [`CACHED_MAX`].
 const CLASSES: usize = CACHED_MAX / 8;
 
