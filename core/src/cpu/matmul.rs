@@ -21,7 +21,7 @@
 //! order depends only on the shapes, so results are deterministic.
 //!
 //! NOTE [Small products]
-//! A product of at most [`SMALL`] multiply-adds skips packing: packing and
+//! A product of at most `SMALL` (4,096) multiply-adds skips packing: packing and
 //! zero-padding to whole tiles cost more than such a product's arithmetic
 //! (a `[1, 16] @ [16, 16]` would compute a 4x8 tile for 1 useful row and
 //! allocate three scratch buffers). It reads the operands through their
