@@ -304,19 +304,38 @@ struct Buffers<A> {
 }
 
 fn gemm<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Result<()> {
-    let (m, k, n) = (d.m, d.k, d.n);
     if d.is_empty() {
         return Ok(());
     }
-    if m.saturating_mul(n).saturating_mul(k) <= SMALL {
-        gemm_small::<T>(lhs, rhs, dst, d)
+    let small = d.m.saturating_mul(d.n).saturating_mul(d.k) <= SMALL;
+    gemm_by::<T>(small, lhs, rhs, dst, d)
+}
+
+/// [`gemm`] by the small-product loops or the blocked path (NOTE [Small
+/// products]): one storage access for either.
+fn gemm_by<T: MatElem>(
+    small: bool,
+    lhs: Src<'_>,
+    rhs: Src<'_>,
+    dst: Dst<'_>,
+    d: &Dims3,
+) -> Result<()> {
+    let ga = lhs.storage.read("matmul")?;
+    let gb = rhs.storage.read("matmul")?;
+    let mut gd = dst.storage.write("matmul")?;
+    let sa = typed::<T>(ga.bytes())?;
+    let sb = typed::<T>(gb.bytes())?;
+    let sd = typed_mut::<T>(gd.bytes_mut())?;
+    if small {
+        gemm_small::<T>(sa, sb, sd, d);
+        Ok(())
     } else {
-        gemm_blocked::<T>(lhs, rhs, dst, d)
+        gemm_blocked::<T>(sa, sb, sd, d)
     }
 }
 
-/// [`gemm`] through packed panels (NOTE [Blocked matmul]).
-fn gemm_blocked<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Result<()> {
+/// The blocked path (NOTE [Blocked matmul]).
+fn gemm_blocked<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Result<()> {
     let (m, k, n) = (d.m, d.k, d.n);
     let nc_pad = n.min(NC).next_multiple_of(NR);
     let mc_pad = m.min(MC).next_multiple_of(MR);
@@ -326,27 +345,14 @@ fn gemm_blocked<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3)
         a: scratch(mc_pad * kc_max)?,
         c: scratch(m.min(MC) * n.min(NC))?,
     };
-    let ga = lhs.storage.read("matmul")?;
-    let gb = rhs.storage.read("matmul")?;
-    let mut gd = dst.storage.write("matmul")?;
-    let sa = typed::<T>(ga.bytes())?;
-    let sb = typed::<T>(gb.bytes())?;
-    let sd = typed_mut::<T>(gd.bytes_mut())?;
     d.each(|[od, ol, or]| {
         gemm_one::<T>(sa, ol, sb, or, sd, od, d, &mut buf);
     });
     Ok(())
 }
 
-/// [`gemm`] for small products: no scratch, no packing (NOTE [Small
-/// products]).
-fn gemm_small<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -> Result<()> {
-    let ga = lhs.storage.read("matmul")?;
-    let gb = rhs.storage.read("matmul")?;
-    let mut gd = dst.storage.write("matmul")?;
-    let sa = typed::<T>(ga.bytes())?;
-    let sb = typed::<T>(gb.bytes())?;
-    let sd = typed_mut::<T>(gd.bytes_mut())?;
+/// Small products: no scratch, no packing (NOTE [Small products]).
+fn gemm_small<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) {
     let unit = d.a_cs == 1 && d.b_rs == 1;
     d.each(|[oc, oa, ob]| {
         for i in 0..d.m {
@@ -378,7 +384,6 @@ fn gemm_small<T: MatElem>(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>, d: &Dims3) -
             }
         }
     });
-    Ok(())
 }
 
 /// One `[m, k] @ [k, n]` product, operands at offsets `oa`/`ob`, result at `oc`.
@@ -581,11 +586,7 @@ mod tests {
         };
         let (a, b, c) = (src(&sa, &la), src(&sb, &lb), src(&sc, &lc));
         let d = Dims3::of(&a, &b, &c, contract::matmul(a, b, c).unwrap()).unwrap();
-        if small {
-            gemm_small::<f32>(a, b, c, &d).unwrap();
-        } else {
-            gemm_blocked::<f32>(a, b, c, &d).unwrap();
-        }
+        gemm_by::<f32>(small, a, b, c, &d).unwrap();
         let g = sc.read("t").unwrap();
         typed::<f32>(g.bytes())
             .unwrap()

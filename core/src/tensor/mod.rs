@@ -451,30 +451,35 @@ impl Tensor {
     /// this tensor: one read of the placement gives both, and no device
     /// handle is cloned (NOTE [Small-op path]).
     pub(crate) fn with_src_on<R>(&self, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
-        // The shape and strides are copied once each, straight into the
-        // layout (each copy of a `Dims` is a memcpy call on Cortex-M).
-        let mut layout = Layout::of_shape(&self.0.shape);
-        let (storage, device) = self.0.placement.with(|p| {
-            layout.place(&p.strides, p.offset);
-            (p.storage.clone(), p.device.clone())
-        });
-        f(
-            Src {
-                storage: &storage,
-                layout: &layout,
-                dtype: self.0.dtype,
-            },
-            device.as_ref().unwrap_or(storage.device()),
-        )
+        self.lend(&self.0.shape, |l, p| l.place(&p.strides, p.offset), f)
     }
 
     /// [`Tensor::with_src_on`] with the layout broadcast to `shape` (a
     /// [`broadcast_shapes`](crate::shape::broadcast_shapes) result of this
     /// tensor's shape and another): stride 0 along new and stretched dims.
     pub(crate) fn with_src_as<R>(&self, shape: &Dims, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
+        let own = &self.0.shape;
+        self.lend(
+            shape,
+            |l, p| l.place_broadcast(own, &p.strides, p.offset),
+            f,
+        )
+    }
+
+    /// Lends this tensor as a kernel operand of `shape`, its strides and
+    /// offset set from the placement by `place`. The shape and strides are
+    /// copied once each, straight into the layout (each copy of a `Dims` is
+    /// a memcpy call on Cortex-M).
+    #[inline(always)]
+    fn lend<R>(
+        &self,
+        shape: &Dims,
+        place: impl FnOnce(&mut Layout, &Placement),
+        f: impl FnOnce(Src<'_>, &Device) -> R,
+    ) -> R {
         let mut layout = Layout::of_shape(shape);
         let (storage, device) = self.0.placement.with(|p| {
-            layout.place_broadcast(&self.0.shape, &p.strides, p.offset);
+            place(&mut layout, p);
             (p.storage.clone(), p.device.clone())
         });
         f(
