@@ -296,11 +296,37 @@ fn a_small_add_runs_inline_without_a_hand_off() {
 #[test]
 fn a_large_add_is_handed_to_the_pool() {
     let (be, dev) = backend(2, 1 << 15);
-    let a = Tensor::ones(&[1 << 16], DType::F32, &dev).unwrap();
+    let a = Tensor::ones(&[1 << 17], DType::F32, &dev).unwrap();
     let before = be.parallel_dispatches();
     let c = a.add(&a).unwrap();
     assert_eq!(be.parallel_dispatches(), before + 1);
     assert!(c.to_vec::<f32>().unwrap().iter().all(|&x| x == 2.0));
+}
+
+/// NOTE [Bandwidth-bound ops go parallel later]: between the threshold and
+/// three times it, an add runs inline, and an op with real work per
+/// element goes to the pool.
+#[test]
+fn a_mid_size_add_runs_inline_where_a_gelu_of_its_size_is_handed_to_the_pool() {
+    let (be, dev) = backend(2, 1 << 15);
+    let a = Tensor::ones(&[1 << 16], DType::F32, &dev).unwrap();
+    let before = be.parallel_dispatches();
+    let c = a.add(&a).unwrap();
+    assert_eq!(be.parallel_dispatches(), before, "the add ran inline");
+    assert!(c.to_vec::<f32>().unwrap().iter().all(|&x| x == 2.0));
+    let g = a.gelu().unwrap();
+    assert_eq!(
+        be.parallel_dispatches(),
+        before + 1,
+        "the GELU ran in the pool"
+    );
+    let want = 0.5 * (1.0 + libm::erf(1.0 / core::f64::consts::SQRT_2));
+    assert!(
+        g.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&x| (f64::from(x) - want).abs() < 1e-6)
+    );
 }
 
 #[test]

@@ -266,7 +266,7 @@ fn copy_as<T: bytemuck::Pod + Send + Sync>(
             return Ok(());
         }
     }
-    run1(par, a, d, |d, a| match a {
+    run1(&par.bandwidth_bound(), a, d, |d, a| match a {
         Arg::S(a) => d.copy_from_slice(a),
         Arg::K(v) => d.fill(v),
         Arg::D => {}
@@ -287,7 +287,7 @@ fn fill_as<T: bytemuck::Pod + Send + Sync>(par: &Par<'_>, dst: Dst<'_>, v: T) ->
     let mut gd = dst.storage.write("fill")?;
     let (off, n) = (dst.layout.offset(), dst.layout.numel());
     let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + n];
-    par.for_chunks(d, |_, c| c.fill(v));
+    par.bandwidth_bound().for_chunks(d, |_, c| c.fill(v));
     Ok(())
 }
 
@@ -519,9 +519,10 @@ fn binary_as<T: Fl>(
     let mut gd = dst.storage.write(name)?;
     let (off, n) = (dst.layout.offset(), dst.layout.numel());
     let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + n];
+    let cheap = par.bandwidth_bound();
     macro_rules! go {
         ($f:expr) => {
-            run2(par, a, b, d, |d, a, b| apply2(d, a, b, $f))
+            run2(&cheap, a, b, d, |d, a, b| apply2(d, a, b, $f))
         };
     }
     match op {

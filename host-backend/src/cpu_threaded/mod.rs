@@ -45,7 +45,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Elements below which an op runs inline on the caller's thread (the
 /// default parallel threshold): below ~32K elements a hand-off to the pool
-/// costs more than the work.
+/// costs more than the work (bandwidth-bound ops: below 96K, see
+/// [`Builder::parallel_threshold`]).
 pub const DEFAULT_THRESHOLD: usize = 1 << 15;
 
 /// A threaded CPU device with one thread per available core.
@@ -98,7 +99,9 @@ impl Builder {
     }
 
     /// Outputs with fewer elements than this (for matmul: fewer
-    /// multiply-adds) run inline on the caller.
+    /// multiply-adds) run inline on the caller; bandwidth-bound ops (add,
+    /// mul, copies, …) run inline below three times it (NOTE
+    /// [Bandwidth-bound ops go parallel later] in `engine`).
     pub fn parallel_threshold(mut self, elements: usize) -> Self {
         self.threshold = elements.max(1);
         self
