@@ -40,7 +40,8 @@
 #![doc(test(attr(deny(warnings))))]
 
 extern crate alloc;
-#[cfg(feature = "std")]
+// The unit tests link std for the per-thread grad mode (NOTE [Grad mode scope]).
+#[cfg(any(feature = "std", test))]
 extern crate std;
 
 pub mod allocator;

@@ -4,11 +4,16 @@
 //! With the `std` feature (kael-host turns it on) the flag is per thread, as
 //! in PyTorch. Without it (firmware) there is one global flag: an
 //! `AtomicBool` with plain loads and stores, which thumbv6m supports.
+//! kael-core's own unit tests (`cfg(test)`) take the per-thread flag
+//! whatever the features: the test harness runs tests on parallel threads,
+//! and with one global flag a test inside `no_grad` (an optimizer step,
+//! say) switched off another test's recording mid-way (CI caught it twice,
+//! in the plan tests). Firmware runs one thread, where the two agree.
 
-#[cfg(not(feature = "std"))]
+#[cfg(not(any(feature = "std", test)))]
 static GRAD_ENABLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
 
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", test))]
 std::thread_local! {
     static GRAD_ENABLED: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
 }
@@ -21,11 +26,11 @@ std::thread_local! {
 /// assert!(kael_core::is_grad_enabled());
 /// ```
 pub fn is_grad_enabled() -> bool {
-    #[cfg(not(feature = "std"))]
+    #[cfg(not(any(feature = "std", test)))]
     {
         GRAD_ENABLED.load(core::sync::atomic::Ordering::Relaxed)
     }
-    #[cfg(feature = "std")]
+    #[cfg(any(feature = "std", test))]
     {
         GRAD_ENABLED.with(|g| g.get())
     }
@@ -39,21 +44,21 @@ pub fn is_grad_enabled() -> bool {
 /// kael_core::set_grad_enabled(prev);
 /// ```
 pub fn set_grad_enabled(on: bool) -> bool {
-    #[cfg(not(feature = "std"))]
+    #[cfg(not(any(feature = "std", test)))]
     {
         GRAD_ENABLED.swap_relaxed(on)
     }
-    #[cfg(feature = "std")]
+    #[cfg(any(feature = "std", test))]
     {
         GRAD_ENABLED.with(|g| g.replace(on))
     }
 }
 
-#[cfg(not(feature = "std"))]
+#[cfg(not(any(feature = "std", test)))]
 trait SwapRelaxed {
     fn swap_relaxed(&self, v: bool) -> bool;
 }
-#[cfg(not(feature = "std"))]
+#[cfg(not(any(feature = "std", test)))]
 impl SwapRelaxed for core::sync::atomic::AtomicBool {
     // load + store rather than `swap`: thumbv6m has no atomic read-modify-write.
     fn swap_relaxed(&self, v: bool) -> bool {
