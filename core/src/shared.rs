@@ -230,13 +230,17 @@ impl Flag {
     }
 }
 
-/// A tiny mutual-exclusion cell for short internal critical sections.
+/// A tiny reader/writer cell for short internal critical sections.
 ///
-/// Rc mode: a [`core::cell::RefCell`]. sync mode: a spin lock. Critical
-/// sections are a handful of loads and stores (cloning a pointer, copying a
-/// layout) and never nest on the same lock: callers return replaced values
-/// out of the closure and drop them afterwards. So neither mode can block
-/// forever or hit the `RefCell` reentry check.
+/// Rc mode: a [`core::cell::RefCell`]. sync mode: a spin lock with shared
+/// readers. Writes ([`Lock::with`]) are a handful of loads and stores
+/// (swapping a pointer, copying a layout) and never nest on the same lock:
+/// callers return replaced values out of the closure and drop them
+/// afterwards. Reads ([`Lock::read`]) may nest in each other and may be held
+/// across a kernel (a tensor lent as an operand, NOTE [Small-op path]), but
+/// never around a write to the same lock. So neither mode can block forever
+/// or hit the `RefCell` reentry check; a writer waits for the readers'
+/// kernels to end.
 pub struct Lock<T> {
     #[cfg(not(feature = "sync"))]
     value: core::cell::RefCell<T>,
@@ -246,11 +250,11 @@ pub struct Lock<T> {
     value: UnsafeCell<T>,
 }
 
-// SAFETY: access to `value` is serialised by `flag` (exclusive borrow taken
-// before every access, released after), so sharing the lock across threads is
-// sound whenever `T: Send`.
+// SAFETY: `flag` admits one writer (`&mut T`) or any number of readers
+// (`&T`, possibly on several threads at once), never both, so sharing the
+// lock across threads is sound whenever `T: Send + Sync`.
 #[cfg(feature = "sync")]
-unsafe impl<T: Send> Sync for Lock<T> {}
+unsafe impl<T: Send + Sync> Sync for Lock<T> {}
 
 impl<T> Lock<T> {
     /// A lock holding `value`.
@@ -286,6 +290,33 @@ impl<T> Lock<T> {
             // SAFETY: the exclusive flag is held until `_release` drops, so no
             // other reference to `value` exists while `f` runs.
             let value = unsafe { &mut *self.value.get() };
+            f(value)
+        }
+    }
+
+    /// Runs `f` with shared access to the value: other readers may hold it
+    /// at the same time, writers wait.
+    pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        #[cfg(not(feature = "sync"))]
+        {
+            f(&self.value.borrow())
+        }
+        #[cfg(feature = "sync")]
+        {
+            while !self.flag.try_read() {
+                core::hint::spin_loop();
+            }
+            struct Release<'a>(&'a BorrowFlag);
+            impl Drop for Release<'_> {
+                fn drop(&mut self) {
+                    self.0.release_read();
+                }
+            }
+            let _release = Release(&self.flag);
+            // SAFETY: a read flag is held until `_release` drops, so no
+            // writer (the only source of `&mut T`) is active while `f` runs;
+            // other readers only hold `&T`.
+            let value = unsafe { &*self.value.get() };
             f(value)
         }
     }
@@ -347,5 +378,12 @@ mod tests {
             6
         );
         assert_eq!(l.into_inner(), 6);
+    }
+
+    #[test]
+    fn lock_reads_nest_and_see_the_last_write() {
+        let l = Lock::new(1);
+        l.with(|v| *v = 7);
+        assert_eq!(l.read(|a| l.read(|b| *a + *b)), 14);
     }
 }

@@ -39,6 +39,11 @@ pub trait ExternalOwner: MaybeSendSync {}
 impl<T: MaybeSendSync + ?Sized> ExternalOwner for T {}
 
 enum Owner {
+    /// From the storage's device's own allocator, which the device holds
+    /// for as long as this storage holds the device: no handle is kept
+    /// here (NOTE [Device-held allocator]).
+    DeviceAllocator { layout: MemLayout },
+    /// From another allocator ([`Storage::zeroed_in`]).
     Allocated {
         allocator: Shared<dyn Allocator>,
         layout: MemLayout,
@@ -84,7 +89,7 @@ impl Storage {
     /// # Errors
     /// [`Error::OutOfMemory`] when the allocator refuses.
     pub fn zeroed(nbytes: usize, device: &Device) -> Result<Self> {
-        Self::zeroed_in(nbytes, device, device.allocator())
+        Self::allocated(nbytes, device, None, true)
     }
 
     /// `nbytes` zeroed bytes from a chosen allocator.
@@ -96,15 +101,16 @@ impl Storage {
         device: &Device,
         allocator: Shared<dyn Allocator>,
     ) -> Result<Self> {
-        Self::allocated(nbytes, device, allocator, true)
+        Self::allocated(nbytes, device, Some(allocator), true)
     }
 
-    /// `nbytes` from `allocator`: zeroed, or (for an output a kernel
-    /// overwrites) initialised bytes of arbitrary value.
+    /// `nbytes` from `allocator` (`None`: the device's own): zeroed, or
+    /// (for an output a kernel overwrites) initialised bytes of arbitrary
+    /// value.
     fn allocated(
         nbytes: usize,
         device: &Device,
-        allocator: Shared<dyn Allocator>,
+        allocator: Option<Shared<dyn Allocator>>,
         zeroed: bool,
     ) -> Result<Self> {
         let layout =
@@ -112,15 +118,20 @@ impl Storage {
                 requested: nbytes,
                 available: None,
             })?;
+        let from = allocator.as_deref().unwrap_or(device.allocator_ref());
         let ptr = if zeroed {
-            allocator.allocate_zeroed(layout)?
+            from.allocate_zeroed(layout)?
         } else {
-            allocator.allocate_for_overwrite(layout)?
+            from.allocate_for_overwrite(layout)?
+        };
+        let owner = match allocator {
+            Some(allocator) => Owner::Allocated { allocator, layout },
+            None => Owner::DeviceAllocator { layout },
         };
         Ok(Self {
             ptr,
             nbytes,
-            owner: Owner::Allocated { allocator, layout },
+            owner,
             device: device.clone(),
             version: Counter::new(0),
             borrow: BorrowFlag::new(),
@@ -134,7 +145,7 @@ impl Storage {
     /// # Errors
     /// [`Error::OutOfMemory`] when the allocator refuses.
     pub(crate) fn for_overwrite(nbytes: usize, device: &Device) -> Result<Self> {
-        Self::allocated(nbytes, device, device.allocator(), false)
+        Self::allocated(nbytes, device, None, false)
     }
 
     /// Wraps bytes owned by `owner` (e.g. a memory map) without copying.
@@ -278,9 +289,10 @@ impl Storage {
     }
 
     /// The allocator that owns the bytes (`None` for external storage).
-    pub fn allocator(&self) -> Option<&Shared<dyn Allocator>> {
+    pub fn allocator(&self) -> Option<&dyn Allocator> {
         match &self.owner {
-            Owner::Allocated { allocator, .. } => Some(allocator),
+            Owner::DeviceAllocator { .. } => Some(self.device.allocator_ref()),
+            Owner::Allocated { allocator, .. } => Some(&**allocator),
             Owner::External { .. } => None,
         }
     }
@@ -348,12 +360,17 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        if let Owner::Allocated { allocator, layout } = &self.owner {
-            // SAFETY: `ptr` came from `allocator.allocate_zeroed(layout)` or
-            // `allocate_for_overwrite(layout)`
-            // (invariant 2) and is never used after the storage drops.
-            unsafe { allocator.deallocate(self.ptr, *layout) };
-        }
+        let (allocator, layout) = match &self.owner {
+            Owner::DeviceAllocator { layout } => (self.device.allocator_ref(), layout),
+            Owner::Allocated { allocator, layout } => (&**allocator, layout),
+            Owner::External { .. } => return,
+        };
+        // SAFETY: `ptr` came from `allocator.allocate_zeroed(layout)` or
+        // `allocate_for_overwrite(layout)` (invariant 2): the device's own
+        // allocator is the one it was made with and holds for life (NOTE
+        // [Device-held allocator]), and `self.device` is the device the
+        // bytes were drawn on. `ptr` is never used after the storage drops.
+        unsafe { allocator.deallocate(self.ptr, *layout) };
     }
 }
 
@@ -455,6 +472,24 @@ mod tests {
         assert_eq!(dev.allocator().stats().in_use, before + 64);
         drop(s);
         assert_eq!(dev.allocator().stats().in_use, before);
+    }
+
+    #[test]
+    fn storage_from_a_chosen_allocator_returns_its_bytes_there_not_to_the_devices() {
+        use crate::allocator::GlobalAllocator;
+        let dev = Device::cpu();
+        let chosen: Shared<dyn Allocator> = Shared::new(GlobalAllocator::new());
+        let device_before = dev.allocator().stats().in_use;
+        let s = Storage::zeroed_in(48, &dev, chosen.clone()).unwrap();
+        assert_eq!(chosen.stats().in_use, 48);
+        assert_eq!(dev.allocator().stats().in_use, device_before);
+        assert!(core::ptr::addr_eq(
+            s.allocator().unwrap(),
+            &*chosen as *const dyn Allocator
+        ));
+        drop(s);
+        assert_eq!(chosen.stats().in_use, 0);
+        assert_eq!(dev.allocator().stats().in_use, device_before);
     }
 
     #[test]

@@ -435,3 +435,33 @@ fn threads_sharing_one_threaded_device_get_exact_results() {
     });
     assert!(results.iter().all(|&r| r), "{results:?}");
 }
+
+#[test]
+fn ops_read_a_tensor_while_another_thread_moves_it_between_devices() {
+    // Operands are lent under a read lock of their placement held across
+    // the kernel (NOTE [Small-op path]); `move_to_` takes it to write. A
+    // tensor lent twice to one op (`w + w`) takes the read lock twice.
+    let cpu = Device::cpu();
+    let threaded = kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .build()
+        .unwrap();
+    let w = Tensor::from_slice(&[1.0f32, -2.0, 3.5, 0.25], &[4], &cpu).unwrap();
+    let ws = w.clone();
+    let got = run_threads(threads(), move |i| {
+        for k in 0..iters(400) {
+            if i == 0 {
+                let to = if k % 2 == 0 { &threaded } else { &cpu };
+                ws.move_to_(to).unwrap();
+            } else {
+                let sum = ws.add(&ws).unwrap();
+                if sum.to_vec::<f32>().unwrap() != [2.0f32, -4.0, 7.0, 0.5] {
+                    return false;
+                }
+            }
+        }
+        true
+    });
+    assert!(got.into_iter().all(|ok| ok), "every sum read whole values");
+    assert_eq!(w.to_vec::<f32>().unwrap(), [1.0f32, -2.0, 3.5, 0.25]);
+}

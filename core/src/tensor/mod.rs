@@ -246,7 +246,7 @@ impl Tensor {
     }
 
     pub(crate) fn placement(&self) -> Placement {
-        self.0.placement.with(|p| p.clone())
+        self.0.placement.read(|p| p.clone())
     }
 
     pub(crate) fn replace_placement(&self, new: Placement) -> Placement {
@@ -265,17 +265,17 @@ impl Tensor {
 
     /// The strides, in elements.
     pub fn strides(&self) -> Dims {
-        self.0.placement.with(|p| p.strides.clone())
+        self.0.placement.read(|p| p.strides.clone())
     }
 
     /// The storage offset of the first element, in elements.
     pub fn offset(&self) -> usize {
-        self.0.placement.with(|p| p.offset)
+        self.0.placement.read(|p| p.offset)
     }
 
     /// Shape, strides and offset together.
     pub fn layout(&self) -> Layout {
-        let (strides, offset) = self.0.placement.with(|p| (p.strides.clone(), p.offset));
+        let (strides, offset) = self.0.placement.read(|p| (p.strides.clone(), p.offset));
         Layout::from_dims(self.0.shape.clone(), strides, offset)
     }
 
@@ -289,12 +289,12 @@ impl Tensor {
     pub fn device(&self) -> Device {
         self.0
             .placement
-            .with(|p| p.device.as_ref().unwrap_or(p.storage.device()).clone())
+            .read(|p| p.device.as_ref().unwrap_or(p.storage.device()).clone())
     }
 
     /// The storage.
     pub fn storage(&self) -> Shared<Storage> {
-        self.0.placement.with(|p| p.storage.clone())
+        self.0.placement.read(|p| p.storage.clone())
     }
 
     /// Number of dimensions.
@@ -343,12 +343,12 @@ impl Tensor {
 
     /// The storage's version counter (bumped by every in-place op).
     pub fn version(&self) -> usize {
-        self.0.placement.with(|p| p.storage.version())
+        self.0.placement.read(|p| p.storage.version())
     }
 
     /// Bytes in the storage (not just this tensor's elements).
     pub fn storage_nbytes(&self) -> usize {
-        self.0.placement.with(|p| p.storage.nbytes())
+        self.0.placement.read(|p| p.storage.nbytes())
     }
 
     /// How many impls and other owners hold the storage.
@@ -469,7 +469,10 @@ impl Tensor {
     /// Lends this tensor as a kernel operand of `shape`, its strides and
     /// offset set from the placement by `place`. The shape and strides are
     /// copied once each, straight into the layout (each copy of a `Dims` is
-    /// a memcpy call on Cortex-M).
+    /// a memcpy call on Cortex-M). The placement is read-locked while `f`
+    /// runs, so its storage and device are lent as they are, with no
+    /// reference count taken (NOTE [Small-op path]); a `move_to_` of this
+    /// tensor on another thread waits for `f` to end.
     #[inline(always)]
     fn lend<R>(
         &self,
@@ -478,18 +481,17 @@ impl Tensor {
         f: impl FnOnce(Src<'_>, &Device) -> R,
     ) -> R {
         let mut layout = Layout::of_shape(shape);
-        let (storage, device) = self.0.placement.with(|p| {
+        self.0.placement.read(|p| {
             place(&mut layout, p);
-            (p.storage.clone(), p.device.clone())
-        });
-        f(
-            Src {
-                storage: &storage,
-                layout: &layout,
-                dtype: self.0.dtype,
-            },
-            device.as_ref().unwrap_or(storage.device()),
-        )
+            f(
+                Src {
+                    storage: &p.storage,
+                    layout: &layout,
+                    dtype: self.0.dtype,
+                },
+                p.device.as_ref().unwrap_or(p.storage.device()),
+            )
+        })
     }
 
     /// A new contiguous tensor of `shape` and `dtype` on `device`, every
@@ -539,7 +541,7 @@ impl Tensor {
     pub(crate) fn device_kind(&self) -> DeviceKind {
         self.0
             .placement
-            .with(|p| p.device.as_ref().unwrap_or(p.storage.device()).kind())
+            .read(|p| p.device.as_ref().unwrap_or(p.storage.device()).kind())
     }
 
     /// Errors unless `other` has the same dtype.

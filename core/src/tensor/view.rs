@@ -434,7 +434,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         // `device` is `None` unless the tensor was moved to another
         // host-memory device (no reference count to bump then).
-        let (layout, storage, device) = self.0.placement.with(|p| {
+        let (layout, storage, device) = self.0.placement.read(|p| {
             (
                 Layout::from_dims(self.0.shape.clone(), p.strides.clone(), p.offset),
                 p.storage.clone(),
