@@ -181,6 +181,10 @@ miri_tier() {
         cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values || ok=0
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
         run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::norm || ok=0
+    # The elementwise loops at the vector width (NOTE [Loops at the vector
+    # width]): their feature dispatch, as vmath's.
+    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
+        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::elementwise::tests || ok=0
     # The fused softmax backward's rows (NOTE [Softmax backward rows]): its
     # feature dispatch, as vmath's.
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
@@ -194,7 +198,7 @@ miri_tier() {
     else
         echo "SKIPPED miri kael-py dlpack: no python3, which pyo3's build needs"
     fi
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::softmax (with AVX2+FMA), kael-py: dlpack"
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::elementwise, cpu_threaded::softmax (with AVX2+FMA), kael-py: dlpack"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 
