@@ -2,6 +2,7 @@
 //! without a specialised loop run the op table's scalar functions (libm),
 //! so results match the reference backend.
 
+use super::vmath::{LN2_HI, LN2_LO, LOG2E, MAGIC, madd, pow2i, round_k};
 use core::ops::{Add, Div, Mul, Neg, Sub};
 
 /// f32 or f64.
@@ -48,32 +49,18 @@ pub(super) fn minimum<T: Fl>(a: T, b: T) -> T {
     if a < b || a.is_nan() { a } else { b }
 }
 
-/// `a * b + c`, fused (one rounding, one instruction) when `FMA`: callers
-/// pass `true` only from code compiled with the `fma` target feature, where
-/// `mul_add` is an instruction rather than a libm call.
-#[inline(always)]
-fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
-    if FMA { a.mul_add(b, c) } else { a * b + c }
-}
-
 /// `e^x` for f32 without a libm call, so row loops vectorise: Cephes'
 /// range reduction and degree-6 polynomial, with `2^k` built in the
 /// exponent bits. Relative error under 2 ulp on `[-87, 88]`; inputs below
 /// -87 (where the result would be subnormal) give exactly 0, so
 /// `exp(-inf) == 0`; NaN stays NaN. `FMA` fuses each multiply-add (see
-/// [`madd`]); Rust never contracts `a * b + c` by itself, and the
+/// `vmath::madd`); Rust never contracts `a * b + c` by itself, and the
 /// polynomial is a chain of them.
 #[inline(always)]
 pub(super) fn exp_fast<const FMA: bool>(x: f32) -> f32 {
-    const LOG2E: f32 = core::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
     let x_in = x;
     let x = x.clamp(-87.0, 88.0);
-    let kf = madd::<FMA>(x, LOG2E, MAGIC);
-    let k = kf.to_bits().wrapping_sub(MAGIC.to_bits()) as i32;
-    let kf = kf - MAGIC;
+    let (k, kf) = round_k(madd::<FMA>(x, LOG2E, MAGIC));
     let r = madd::<FMA>(-kf, LN2_HI, x);
     let r = madd::<FMA>(-kf, LN2_LO, r);
     let p = 1.987_569_1e-4_f32;
@@ -83,8 +70,7 @@ pub(super) fn exp_fast<const FMA: bool>(x: f32) -> f32 {
     let p = madd::<FMA>(p, r, 1.666_666_5e-1);
     let p = madd::<FMA>(p, r, 0.5);
     let y = madd::<FMA>(p * r, r, r) + 1.0;
-    let scale = f32::from_bits((k.wrapping_add(127) as u32) << 23);
-    if x_in < -87.0 { 0.0 } else { y * scale }
+    if x_in < -87.0 { 0.0 } else { y * pow2i(k) }
 }
 
 #[cfg(test)]

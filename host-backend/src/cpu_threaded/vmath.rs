@@ -34,23 +34,23 @@ use super::engine::Arg;
 
 /// `a * b + c`, fused (one rounding) when `FMA`.
 #[inline(always)]
-fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+pub(super) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FMA { a.mul_add(b, c) } else { a * b + c }
 }
 
 /// `2^k` for `k` in `[-126, 127]`, built in the exponent bits.
 #[inline(always)]
-fn pow2i(k: i32) -> f32 {
+pub(super) fn pow2i(k: i32) -> f32 {
     f32::from_bits((k.wrapping_add(127) as u32) << 23)
 }
 
-const LOG2E: f32 = core::f32::consts::LOG2_E;
+pub(super) const LOG2E: f32 = core::f32::consts::LOG2_E;
 /// ln 2 in two parts; the high part has 9 significant bits, so `k·LN2_HI`
 /// is exact for the `k` here.
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
+pub(super) const LN2_HI: f32 = 0.693_359_4;
+pub(super) const LN2_LO: f32 = -2.121_944_4e-4;
 /// 1.5 · 2^23: adding it rounds to an integer.
-const MAGIC: f32 = 12_582_912.0;
+pub(super) const MAGIC: f32 = 12_582_912.0;
 
 /// `k` and `k` as a float from `t = y + MAGIC` (`y` rounded to the
 /// integer `k`, `|k| < 2^22`): `t` lies in `[2^23, 2^24)`, whose ulp is 1,
@@ -60,7 +60,7 @@ const MAGIC: f32 = 12_582_912.0;
 /// of its speed). A NaN `t` gives some `k`; the results built from it stay
 /// NaN.
 #[inline(always)]
-fn round_k(t: f32) -> (i32, f32) {
+pub(super) fn round_k(t: f32) -> (i32, f32) {
     let k = t.to_bits().wrapping_sub(MAGIC.to_bits()) as i32;
     (k, t - MAGIC)
 }
