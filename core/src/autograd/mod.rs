@@ -341,7 +341,15 @@ pub(crate) fn grad_edge(t: &Tensor) -> Option<Shared<Node>> {
     if !t.requires_grad() {
         return None;
     }
-    t.grad_fn().or_else(|| Some(t.accumulator()))
+    if t.is_view() {
+        return t.grad_fn().or_else(|| Some(t.accumulator()));
+    }
+    // A non-view's history never goes stale (see `grad_fn`): its node or
+    // its accumulator under one lock (NOTE [Small-op path]).
+    Some(t.with_meta(|m| match &m.grad_fn {
+        Some(node) => node.clone(),
+        None => t.accumulator_in(m),
+    }))
 }
 
 /// Records `out = op(inputs)` when grad mode is on and an input requires
@@ -372,8 +380,8 @@ pub(crate) fn record_inplace(
     let (first, rule) = if target.is_view() {
         let base = target.root();
         let rule = Rule::CopySlices {
-            base: base.layout(),
-            view: target.layout(),
+            base: Box::new(base.layout()),
+            view: Box::new(target.layout()),
             inner: Box::new(rule),
         };
         (grad_edge(&base), rule)
@@ -458,19 +466,23 @@ impl Tensor {
     /// The leaf's accumulator node (created on first use, then kept by the
     /// leaf: NOTE [Leaf accumulators]).
     pub(crate) fn accumulator(&self) -> Shared<Node> {
-        self.with_meta(|m| {
-            m.accumulator
-                .get_or_insert_with(|| {
-                    Shared::new(Node {
-                        name: "AccumulateGrad",
-                        rule: Lock::new(None),
-                        next: Edges::collect(core::iter::empty()),
-                        hooks: Lock::new(Vec::new()),
-                        leaf: Some(self.downgrade()),
-                    })
+        self.with_meta(|m| self.accumulator_in(m))
+    }
+
+    /// [`Tensor::accumulator`] under the caller's lock of this tensor's
+    /// autograd state.
+    fn accumulator_in(&self, m: &mut AutogradMeta) -> Shared<Node> {
+        m.accumulator
+            .get_or_insert_with(|| {
+                Shared::new(Node {
+                    name: "AccumulateGrad",
+                    rule: Lock::new(None),
+                    next: Edges::collect(core::iter::empty()),
+                    hooks: Lock::new(Vec::new()),
+                    leaf: Some(self.downgrade()),
                 })
-                .clone()
-        })
+            })
+            .clone()
     }
 
     /// Whether this tensor is a leaf (no history; PyTorch's `is_leaf`).

@@ -238,10 +238,12 @@ pub enum Rule {
     /// `CopySlices`; inputs: the base's old history, then the in-place
     /// op's other inputs). See NOTE [In-place through views].
     CopySlices {
-        /// The base's layout (contiguous).
-        base: crate::layout::Layout,
+        /// The base's layout (contiguous). Boxed, as `view`: two layouts
+        /// inline made every rule 320 bytes, moved whole on every recorded
+        /// op (NOTE [Small-op path]).
+        base: alloc::boxed::Box<crate::layout::Layout>,
         /// The view's layout over the same storage.
-        view: crate::layout::Layout,
+        view: alloc::boxed::Box<crate::layout::Layout>,
         /// The in-place op's own rule, in the view's shape.
         inner: alloc::boxed::Box<Rule>,
     },
