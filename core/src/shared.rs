@@ -277,16 +277,7 @@ impl<T> Lock<T> {
         }
         #[cfg(feature = "sync")]
         {
-            while !self.flag.try_write() {
-                core::hint::spin_loop();
-            }
-            struct Release<'a>(&'a BorrowFlag);
-            impl Drop for Release<'_> {
-                fn drop(&mut self) {
-                    self.0.release_write();
-                }
-            }
-            let _release = Release(&self.flag);
+            let _release = Held::take(&self.flag, true);
             // SAFETY: the exclusive flag is held until `_release` drops, so no
             // other reference to `value` exists while `f` runs.
             let value = unsafe { &mut *self.value.get() };
@@ -303,16 +294,7 @@ impl<T> Lock<T> {
         }
         #[cfg(feature = "sync")]
         {
-            while !self.flag.try_read() {
-                core::hint::spin_loop();
-            }
-            struct Release<'a>(&'a BorrowFlag);
-            impl Drop for Release<'_> {
-                fn drop(&mut self) {
-                    self.0.release_read();
-                }
-            }
-            let _release = Release(&self.flag);
+            let _release = Held::take(&self.flag, false);
             // SAFETY: a read flag is held until `_release` drops, so no
             // writer (the only source of `&mut T`) is active while `f` runs;
             // other readers only hold `&T`.
@@ -324,6 +306,42 @@ impl<T> Lock<T> {
     /// Consumes the lock and returns the value.
     pub fn into_inner(self) -> T {
         self.value.into_inner()
+    }
+}
+
+/// A [`Lock`]'s flag, taken (spinning until it is free) and released on
+/// drop: the write side when `write`, else one read.
+#[cfg(feature = "sync")]
+struct Held<'a> {
+    flag: &'a BorrowFlag,
+    write: bool,
+}
+
+#[cfg(feature = "sync")]
+impl<'a> Held<'a> {
+    fn take(flag: &'a BorrowFlag, write: bool) -> Self {
+        let try_take = || {
+            if write {
+                flag.try_write()
+            } else {
+                flag.try_read()
+            }
+        };
+        while !try_take() {
+            core::hint::spin_loop();
+        }
+        Self { flag, write }
+    }
+}
+
+#[cfg(feature = "sync")]
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.write {
+            self.flag.release_write();
+        } else {
+            self.flag.release_read();
+        }
     }
 }
 
