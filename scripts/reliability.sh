@@ -33,6 +33,9 @@ FUZZ_JOBS="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 TIERS="${RELIABILITY_TIERS:-miri fuzz tsan}"
 NIGHTLY="${KAEL_NIGHTLY:-nightly}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+export CARGO_TARGET_DIR="$TARGET_DIR"
+# shellcheck source=scripts/disk.sh
+source scripts/disk.sh
 
 # Strict provenance: no integer-to-pointer casts (the core has none), so
 # Miri can check every pointer. Extra flags can come from $MIRIFLAGS.
@@ -319,6 +322,10 @@ tsan_tier() {
 for tier in miri fuzz tsan; do
     if wants "$tier"; then
         "${tier}_tier"
+        disk_report "after $tier"
+        # TSan builds std and the tests again: when space runs short, Miri's
+        # builds go first (NOTE [Disk budget] in scripts/test.sh).
+        if [[ "$tier" == miri ]]; then make_room miri miri-sync; fi
     fi
 done
 

@@ -42,6 +42,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+# NOTE [Disk budget]: a full run once filled a CI machine's disk (the TSan
+# build failed with "No space left on device" after 42 minutes). A run is
+# one-shot, so incremental caches (2.3 GB in debug alone) buy nothing;
+# debug builds carry line tables only (Cargo.toml); each group ends with a
+# line of disk use; and when free space runs short, `make_room` deletes
+# build directories no later group of this run reads.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 GROUPS_KNOWN=(quick demos python firmware reliability)
 TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
@@ -182,8 +189,12 @@ GROUP_TIMES=()
 group_end() {
     if [[ -n "$group_name" ]]; then
         GROUP_TIMES+=("$(printf '%5ss  %s' "$((SECONDS - group_t0))" "$group_name")")
+        disk_report "after group $group_name"
     fi
 }
+
+# shellcheck source=scripts/disk.sh
+source scripts/disk.sh
 group() {
     group_end
     group_name="$1"
@@ -303,8 +314,16 @@ run_reliability() {
     tier "reliability: Miri, fuzzing, ThreadSanitizer" bash scripts/reliability.sh
 }
 
+disk_report "before the first group"
 for g in "${groups[@]}"; do
     "run_$g"
+    # When space runs short: `quick`'s debug builds and docs are read by no
+    # other group, nor is the release build after `python` (only `peer`
+    # reads it, and it rebuilds what it needs).
+    case "$g" in
+    quick) make_room debug doc ;;
+    python) make_room release ;;
+    esac
 done
 group_end
 
