@@ -252,8 +252,21 @@ pub fn resolve_insert_dim(op: &'static str, dim: isize, rank: usize) -> Result<u
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Dims> {
-    let rank = a.len().max(b.len());
     let mut out = Dims::new();
+    broadcast_into(op, a, b, &mut out)?;
+    Ok(out)
+}
+
+/// [`broadcast_shapes`] written into `out` (empty on entry), for the
+/// small-op path: a `Dims` returned through a `Result` is moved two more
+/// times, each a memcpy call on Cortex-M (NOTE [Small-op path]).
+pub(crate) fn broadcast_into(
+    op: &'static str,
+    a: &[usize],
+    b: &[usize],
+    out: &mut Dims,
+) -> Result<()> {
+    let rank = a.len().max(b.len());
     for i in 0..rank {
         let da = if i + a.len() >= rank {
             a[i + a.len() - rank]
@@ -278,7 +291,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Di
         };
         out.push(d)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Checked product of sizes.

@@ -113,6 +113,21 @@ impl Storage {
         allocator: Option<Shared<dyn Allocator>>,
         zeroed: bool,
     ) -> Result<Self> {
+        Self::allocated_into(nbytes, device, allocator, zeroed, |s| s)
+    }
+
+    /// [`Storage::allocated`], the new storage handed to `wrap` where it is
+    /// built: `Shared::new` places it with one move instead of three (out
+    /// of the function, out of the `Result`, into the handle), each a
+    /// memcpy call on Cortex-M (NOTE [Small-op path]).
+    #[inline(always)]
+    fn allocated_into<R>(
+        nbytes: usize,
+        device: &Device,
+        allocator: Option<Shared<dyn Allocator>>,
+        zeroed: bool,
+        wrap: impl FnOnce(Self) -> R,
+    ) -> Result<R> {
         let layout =
             MemLayout::from_size_align(nbytes, BUFFER_ALIGN).map_err(|_| Error::OutOfMemory {
                 requested: nbytes,
@@ -128,14 +143,14 @@ impl Storage {
             Some(allocator) => Owner::Allocated { allocator, layout },
             None => Owner::DeviceAllocator { layout },
         };
-        Ok(Self {
+        Ok(wrap(Self {
             ptr,
             nbytes,
             owner,
             device: device.clone(),
             version: Counter::new(0),
             borrow: BorrowFlag::new(),
-        })
+        }))
     }
 
     /// `nbytes` initialised bytes of arbitrary value from the device's
@@ -146,6 +161,15 @@ impl Storage {
     /// [`Error::OutOfMemory`] when the allocator refuses.
     pub(crate) fn for_overwrite(nbytes: usize, device: &Device) -> Result<Self> {
         Self::allocated(nbytes, device, None, false)
+    }
+
+    /// [`Storage::for_overwrite`] in a shared handle, built in place (the
+    /// small-op path's output).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the allocator refuses.
+    pub(crate) fn shared_for_overwrite(nbytes: usize, device: &Device) -> Result<Shared<Self>> {
+        Self::allocated_into(nbytes, device, None, false, Shared::new)
     }
 
     /// Wraps bytes owned by `owner` (e.g. a memory map) without copying.

@@ -97,6 +97,57 @@ fn a_round_trip_without_a_write_keeps_backward_working() {
     );
 }
 
+#[test]
+fn a_strided_view_moved_to_another_device_keeps_its_layout_and_values() {
+    // rows 1..3 of the transpose of [[0..4], [4..8], [8..12]]: shape [2, 3],
+    // strides [1, 4], offset 1, as PyTorch's `.t()[1:3]`
+    let cpu = Device::cpu();
+    let base = Tensor::arange(0.0f32, 12.0, &cpu).unwrap();
+    let v = base
+        .reshape(&[3, 4])
+        .unwrap()
+        .t()
+        .unwrap()
+        .narrow(0, 1, 2)
+        .unwrap();
+    let layout = v.layout();
+    v.move_to_(&Device::from_backend(Shared::new(Staging)))
+        .unwrap();
+    assert_eq!(v.layout(), layout);
+    // the copy holds the elements up to the view's last (index 10), no more
+    assert_eq!(v.storage().nbytes(), 11 * 4);
+    v.move_to_(&cpu).unwrap();
+    assert_eq!(v.layout(), layout);
+    assert_eq!(
+        v.to_vec::<f32>().unwrap(),
+        vec![1.0, 5.0, 9.0, 2.0, 6.0, 10.0]
+    );
+    assert_eq!(
+        base.to_vec::<f32>().unwrap(),
+        (0..12).map(|i| i as f32).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_expanded_tensor_moved_to_another_device_copies_its_distinct_elements_once() {
+    let cpu = Device::cpu();
+    let e = Tensor::from_slice(&[1.0f32, 2.0], &[2, 1], &cpu)
+        .unwrap()
+        .expand(&[2, 3])
+        .unwrap();
+    e.move_to_(&Device::from_backend(Shared::new(Staging)))
+        .unwrap();
+    assert_eq!(
+        (&e.strides()[..], e.storage().nbytes()),
+        (&[1, 0][..], 2 * 4)
+    );
+    e.move_to_(&cpu).unwrap();
+    assert_eq!(
+        e.to_vec::<f32>().unwrap(),
+        vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+    );
+}
+
 // ------------------------------------------------------------------ hooks
 
 #[test]

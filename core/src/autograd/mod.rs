@@ -155,7 +155,14 @@ impl Drop for Node {
 // allocator counts small blocks in atomics, without its mutex (NOTE
 // [Counters outside the lock]); and only a view reads its storage's
 // version when history is recorded or read. A threaded 4-element add went
-// from ~265 to ~206 ns, recorded from ~415 to ~328 ns.
+// from ~265 to ~206 ns, recorded from ~415 to ~328 ns. A tensor's layout
+// never changes (INVARIANT 5 of `TensorImpl`: `move_to_` keeps it), so it
+// lives outside the placement lock and an operand read at its own shape
+// is lent through the layout it holds, with no copy; a fresh output's
+// storage is built in its handle (`Storage::shared_for_overwrite`) and a
+// broadcast shape in place (`broadcast_into`), not moved out through
+// `Result`s. The eager sine MLP went from 36,371 to 30,412 instructions
+// per inference on the M4F (8 ops; 3,195 for plain loops).
 
 fn take_children(next: &mut Edges, stack: &mut Vec<Shared<Node>>) {
     for n in next.iter_mut().filter_map(Option::take) {

@@ -75,11 +75,6 @@ impl Layout {
         })
     }
 
-    /// Shape, strides and offset, moved out (no copies of the inline arrays).
-    pub(crate) fn into_parts(self) -> (Dims, Dims, usize) {
-        (self.shape, self.strides, self.offset)
-    }
-
     pub(crate) fn from_dims(shape: Dims, strides: Dims, offset: usize) -> Self {
         debug_assert_eq!(shape.rank(), strides.rank());
         Self {
@@ -101,14 +96,6 @@ impl Layout {
             strides: Dims::zeros_like(shape),
             offset: 0,
         }
-    }
-
-    /// Sets the strides and offset (`strides.rank() == self.rank()`).
-    #[inline]
-    pub(crate) fn place(&mut self, strides: &Dims, offset: usize) {
-        debug_assert_eq!(strides.rank(), self.rank());
-        self.strides.clone_from(strides);
-        self.offset = offset;
     }
 
     /// Sets row-major contiguous strides at offset 0.

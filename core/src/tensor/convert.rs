@@ -6,8 +6,8 @@ use crate::autograd::rules::Rule;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::Layout;
 use crate::shared::Shared;
+use crate::storage::Storage;
 use alloc::vec::Vec;
 
 impl Tensor {
@@ -118,7 +118,7 @@ impl Tensor {
         }
         if self.device().is_host_memory() && device.is_host_memory() {
             let p = self.placement();
-            let layout = Layout::from_dims(self.dims().clone(), p.strides, p.offset);
+            let layout = self.layout();
             // The result shares this tensor's storage, so it is a view of
             // its root: an in-place write through it obeys the view rules
             // (refused on an alias of a leaf that requires grad).
@@ -164,7 +164,11 @@ impl Tensor {
 
     /// Moves the tensor to `device` in place: every handle to this tensor
     /// (an optimizer's too) sees the new storage; views made earlier keep
-    /// the old one.
+    /// the old one. The shape, strides and offset stay as they are (a
+    /// tensor's layout never changes): between host-memory devices the
+    /// storage is shared (NOTE [Host-memory moves]); to any other device,
+    /// the storage's elements up to the last one this tensor reaches are
+    /// copied, at the same offsets.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], backend failures; on error nothing changes.
@@ -181,20 +185,42 @@ impl Tensor {
         if self.device().same_as(device) {
             return Ok(());
         }
-        let moved = crate::autograd::no_grad(|| self.to_device(device))?;
-        let p = moved.placement();
-        let old_storage = self.storage();
-        if !Shared::ptr_eq(&old_storage, &p.storage) {
+        let old = self.storage();
+        let storage = if self.device().is_host_memory() && device.is_host_memory() {
+            old.clone()
+        } else {
+            let copy = Shared::new(self.storage_span_on(&old, device)?);
             // A fresh copy: it carries the version on (NOTE [Version counter]).
-            p.storage.carry_version_from(&old_storage);
-        }
-        let old = self.replace_placement(Placement {
-            storage: p.storage,
-            strides: p.strides,
-            offset: p.offset,
-            device: p.device,
-        });
-        drop(old);
+            copy.carry_version_from(&old);
+            copy
+        };
+        let device = (!device.same_as(storage.device())).then(|| device.clone());
+        drop(self.replace_placement(Placement { storage, device }));
         Ok(())
+    }
+
+    /// A copy on `device` of `old`'s bytes up to this tensor's reach (the
+    /// end of its last element): its layout addresses the copy as it did
+    /// `old` (`move_to_`).
+    fn storage_span_on(&self, old: &Storage, device: &Device) -> Result<Storage> {
+        let nbytes = self
+            .layout_ref()
+            .reach()
+            .checked_mul(self.element_size())
+            .ok_or(Error::OutOfMemory {
+                requested: usize::MAX,
+                available: None,
+            })?;
+        let mut host = Vec::new();
+        host.try_reserve_exact(nbytes)
+            .map_err(|_| Error::OutOfMemory {
+                requested: nbytes,
+                available: None,
+            })?;
+        host.resize(nbytes, 0u8);
+        old.device().backend().read_bytes(old, 0, &mut host)?;
+        let copy = Storage::for_overwrite(nbytes, device)?;
+        device.backend().write_bytes(&copy, 0, &host)?;
+        Ok(copy)
     }
 }

@@ -1,7 +1,8 @@
 //! The tensor handle and its impl.
 //!
 //! INVARIANTS (of every [`TensorImpl`] that a [`Tensor`] points to):
-//! 1. `shape.rank() == placement.strides.rank() <= MAX_RANK`.
+//! 1. The layout holds the shape, strides and offset:
+//!    `shape.rank() == strides.rank() <= MAX_RANK`.
 //! 2. The layout stays inside the storage: `Layout::reach() <=
 //!    storage.nbytes() / dtype.size_in_bytes()` (and `offset <=` that count
 //!    when the tensor is empty). `TensorImpl::new` checks 1 and 2; it is
@@ -14,8 +15,11 @@
 //! 4. `base`, when set, is a root: a tensor whose own `base` is `None`
 //!    (never the immediate parent of a view chain). It shares `storage`
 //!    unless the root was later moved with `move_to_`.
-//! 5. `shape` never changes. `move_to_` may replace storage, strides and
-//!    offset together (under `placement`'s lock), so every handle follows.
+//! 5. The layout never changes, so it is read without a lock and lent to
+//!    kernels as it is (NOTE [Small-op path]). `move_to_` replaces the
+//!    storage and device together (under `placement`'s lock), so every
+//!    handle follows, and keeps the layout: a copy to another device holds
+//!    the storage's elements up to the layout's reach, at the same offsets.
 //!
 //! There is no empty tensor: absence is `Option<Tensor>`.
 
@@ -54,12 +58,10 @@ use crate::shared::{Flag, Lock, Shared, WeakShared};
 use crate::storage::Storage;
 use alloc::boxed::Box;
 
-/// Storage, strides, offset and device: what `move_to_` swaps as one unit.
+/// Storage and device: what `move_to_` swaps as one unit.
 #[derive(Clone)]
 pub(crate) struct Placement {
     pub(crate) storage: Shared<Storage>,
-    pub(crate) strides: Dims,
-    pub(crate) offset: usize,
     /// The device whose kernels run on this tensor when it is not the
     /// storage's own (INVARIANT 3); `None` (the common case) costs no
     /// reference count when a view is made.
@@ -68,7 +70,7 @@ pub(crate) struct Placement {
 
 /// What a [`Tensor`] points to. See the module's INVARIANTS.
 pub struct TensorImpl {
-    shape: Dims,
+    layout: Layout,
     dtype: DType,
     /// Whether autograd tracks this tensor: set by `requires_grad_` and when
     /// an op records history into it. Outside `autograd`'s lock so that
@@ -157,17 +159,11 @@ impl TensorImpl {
         base: Option<Tensor>,
         device: Option<Device>,
     ) -> Self {
-        let (shape, strides, offset) = layout.into_parts();
         Self {
-            shape,
+            layout,
             dtype,
             requires_grad: Flag::new(false),
-            placement: Lock::new(Placement {
-                storage,
-                strides,
-                offset,
-                device,
-            }),
+            placement: Lock::new(Placement { storage, device }),
             base,
             autograd: Lock::new(None),
         }
@@ -255,28 +251,32 @@ impl Tensor {
 
     /// The sizes of the dimensions.
     pub fn shape(&self) -> &[usize] {
-        &self.0.shape
+        self.0.layout.shape()
     }
 
     /// The sizes, as [`Dims`].
     pub fn dims(&self) -> &Dims {
-        &self.0.shape
+        self.0.layout.shape()
     }
 
     /// The strides, in elements.
     pub fn strides(&self) -> Dims {
-        self.0.placement.read(|p| p.strides.clone())
+        self.0.layout.strides().clone()
     }
 
     /// The storage offset of the first element, in elements.
     pub fn offset(&self) -> usize {
-        self.0.placement.read(|p| p.offset)
+        self.0.layout.offset()
     }
 
     /// Shape, strides and offset together.
     pub fn layout(&self) -> Layout {
-        let (strides, offset) = self.0.placement.read(|p| (p.strides.clone(), p.offset));
-        Layout::from_dims(self.0.shape.clone(), strides, offset)
+        self.0.layout.clone()
+    }
+
+    /// Shape, strides and offset, borrowed (INVARIANT 5: they never change).
+    pub(crate) fn layout_ref(&self) -> &Layout {
+        &self.0.layout
     }
 
     /// The element type.
@@ -299,12 +299,12 @@ impl Tensor {
 
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
-        self.0.shape.rank()
+        self.0.layout.rank()
     }
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        self.0.shape.numel()
+        self.0.layout.shape().numel()
     }
 
     /// Size of `dim` (negative counts from the end).
@@ -312,7 +312,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`].
     pub fn size(&self, dim: isize) -> Result<usize> {
-        Ok(self.0.shape[crate::shape::resolve_dim("size", dim, self.rank())?])
+        Ok(self.shape()[crate::shape::resolve_dim("size", dim, self.rank())?])
     }
 
     /// Whether `self` and `other` are the same tensor (same impl).
@@ -428,19 +428,15 @@ impl Tensor {
     /// read the destination (`fill_`), whose result does not depend on how
     /// often an element is written.
     pub(crate) fn with_distinct_src<R>(&self, f: impl FnOnce(Src<'_>) -> R) -> R {
-        let p = self.placement();
-        let mut shape = self.0.shape.clone();
-        for (n, &st) in shape.iter_mut().zip(p.strides.iter()) {
+        let own = &self.0.layout;
+        let mut shape = own.shape().clone();
+        for (n, &st) in shape.iter_mut().zip(own.strides().iter()) {
             if st == 0 {
                 *n = (*n).min(1);
             }
         }
-        let layout = Layout::from_dims(shape, p.strides, p.offset);
-        f(Src {
-            storage: &p.storage,
-            layout: &layout,
-            dtype: self.0.dtype,
-        })
+        let layout = Layout::from_dims(shape, own.strides().clone(), own.offset());
+        self.lend(&layout, |src, _| f(src))
     }
 
     pub(crate) fn with_src<R>(&self, f: impl FnOnce(Src<'_>) -> R) -> R {
@@ -448,45 +444,39 @@ impl Tensor {
     }
 
     /// [`Tensor::with_src`] that also lends the device whose kernels run on
-    /// this tensor: one read of the placement gives both, and no device
-    /// handle is cloned (NOTE [Small-op path]).
+    /// this tensor: one read of the placement gives both, no device handle
+    /// is cloned and the layout is lent as it is (INVARIANT 5; NOTE
+    /// [Small-op path]).
     pub(crate) fn with_src_on<R>(&self, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
-        self.lend(&self.0.shape, |l, p| l.place(&p.strides, p.offset), f)
+        self.lend(&self.0.layout, f)
     }
 
     /// [`Tensor::with_src_on`] with the layout broadcast to `shape` (a
     /// [`broadcast_shapes`](crate::shape::broadcast_shapes) result of this
     /// tensor's shape and another): stride 0 along new and stretched dims.
+    /// When `shape` is this tensor's own, the layout is lent as it is.
     pub(crate) fn with_src_as<R>(&self, shape: &Dims, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
-        let own = &self.0.shape;
-        self.lend(
-            shape,
-            |l, p| l.place_broadcast(own, &p.strides, p.offset),
-            f,
-        )
+        let own = &self.0.layout;
+        if shape == own.shape() {
+            return self.lend(own, f);
+        }
+        let mut layout = Layout::of_shape(shape);
+        layout.place_broadcast(own.shape(), own.strides(), own.offset());
+        self.lend(&layout, f)
     }
 
-    /// Lends this tensor as a kernel operand of `shape`, its strides and
-    /// offset set from the placement by `place`. The shape and strides are
-    /// copied once each, straight into the layout (each copy of a `Dims` is
-    /// a memcpy call on Cortex-M). The placement is read-locked while `f`
-    /// runs, so its storage and device are lent as they are, with no
-    /// reference count taken (NOTE [Small-op path]); a `move_to_` of this
-    /// tensor on another thread waits for `f` to end.
+    /// Lends this tensor's storage through `layout` as a kernel operand,
+    /// with the device whose kernels run on it. The placement is
+    /// read-locked while `f` runs, so its storage and device are lent as
+    /// they are, with no reference count taken (NOTE [Small-op path]); a
+    /// `move_to_` of this tensor on another thread waits for `f` to end.
     #[inline(always)]
-    fn lend<R>(
-        &self,
-        shape: &Dims,
-        place: impl FnOnce(&mut Layout, &Placement),
-        f: impl FnOnce(Src<'_>, &Device) -> R,
-    ) -> R {
-        let mut layout = Layout::of_shape(shape);
+    fn lend<R>(&self, layout: &Layout, f: impl FnOnce(Src<'_>, &Device) -> R) -> R {
         self.0.placement.read(|p| {
-            place(&mut layout, p);
             f(
                 Src {
                     storage: &p.storage,
-                    layout: &layout,
+                    layout,
                     dtype: self.0.dtype,
                 },
                 p.device.as_ref().unwrap_or(p.storage.device()),
@@ -514,7 +504,7 @@ impl Tensor {
                     requested: usize::MAX,
                     available: None,
                 })?;
-        let storage = Shared::new(Storage::for_overwrite(nbytes, device)?);
+        let storage = Storage::shared_for_overwrite(nbytes, device)?;
         let mut layout = Layout::of_shape(shape);
         layout.place_contiguous();
         kernel(Src {

@@ -7,7 +7,7 @@ use crate::backend::{BinaryOp, CmpOp, Src, UnaryOp};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::shape::broadcast_shapes;
+use crate::shape::{Dims, broadcast_into, broadcast_shapes};
 
 impl Tensor {
     /// `op(self)` into a new tensor of the same shape and dtype.
@@ -90,7 +90,8 @@ impl Tensor {
             self.with_src_on(|sa, dev| other.with_src_on(|sb, dev_b| kernel(sa, dev, sb, dev_b)))?
         } else {
             // Broadcast layouts, not broadcast views: no tensor is made.
-            let shape = broadcast_shapes(op.name(), self.shape(), other.shape())?;
+            let mut shape = Dims::new();
+            broadcast_into(op.name(), self.shape(), other.shape(), &mut shape)?;
             self.with_src_as(&shape, |sa, dev| {
                 other.with_src_as(&shape, |sb, dev_b| kernel(sa, dev, sb, dev_b))
             })?

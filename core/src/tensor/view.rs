@@ -420,8 +420,9 @@ impl Tensor {
     }
 
     /// A view whose layout `derive` computes from this tensor's, tagged
-    /// with `dtype` (view_dtype helper). The layout, storage and device are
-    /// read under one acquisition of the placement lock.
+    /// with `dtype` (view_dtype helper). The storage and device are read
+    /// under one acquisition of the placement lock; the layout needs none
+    /// (INVARIANT 5 of `TensorImpl`).
     ///
     /// An empty view reads nothing, so an offset past the storage's end
     /// (`zeros(&[2, 0]).select(0, 1)`: offset 1 of 0 elements, as in
@@ -434,14 +435,11 @@ impl Tensor {
     ) -> Result<Tensor> {
         // `device` is `None` unless the tensor was moved to another
         // host-memory device (no reference count to bump then).
-        let (layout, storage, device) = self.0.placement.read(|p| {
-            (
-                Layout::from_dims(self.0.shape.clone(), p.strides.clone(), p.offset),
-                p.storage.clone(),
-                p.device.clone(),
-            )
-        });
-        let layout = derive(&layout)?;
+        let (storage, device) = self
+            .0
+            .placement
+            .read(|p| (p.storage.clone(), p.device.clone()));
+        let layout = derive(self.layout_ref())?;
         self.view_from_parts(storage, layout, dtype, device)
     }
 
