@@ -127,7 +127,9 @@ impl Dims {
 
     /// The entries as a slice.
     pub fn as_slice(&self) -> &[usize] {
-        &self.dims[..self.rank()]
+        // `get`, not indexing: `len <= MAX_RANK` (INVARIANT), and without
+        // a panic path the call is small enough to inline at opt-level z.
+        self.dims.get(..self.rank()).unwrap_or(&[])
     }
 
     /// The entries as a mutable slice.

@@ -8,8 +8,9 @@
 //! impl, a storage record, the elements), and LLFF's first-fit search and
 //! hole merging cost about 400 instructions per alloc/free pair on the M4F.
 //! [`init_cached`] puts free lists in front of it: blocks of at most
-//! [`CACHED_MAX`] bytes are sized up to a multiple of 8 (one list per size),
-//! freed blocks go onto their size's list instead of back to LLFF, and an
+//! [`CACHED_MAX`] bytes and alignment at most 16 are sized up to a
+//! multiple of 8 (one list per size) and allocated 16-aligned (tensor
+//! buffers ask for 16), freed blocks go onto their size's list instead of back to LLFF, and an
 //! allocation of that size pops one (a few instructions). A cached block
 //! stays counted as in use, so [`peak`] includes the cache: after the first
 //! op of each shape, a steady loop of eager ops allocates nothing new from
@@ -55,6 +56,10 @@ pub struct PeakHeap {
 pub const CACHED_MAX: usize = 128;
 /// One free list per multiple of 8 bytes up to [`CACHED_MAX`].
 const CLASSES: usize = CACHED_MAX / 8;
+/// The alignment of every cached block: kael's tensor buffers ask for 16
+/// bytes ([`kael_core::allocator::BUFFER_ALIGN`]), its handles for 4 or 8,
+/// so all of them come from the free lists.
+const CACHED_ALIGN: usize = 16;
 
 #[global_allocator]
 static HEAP: PeakHeap = PeakHeap {
@@ -107,22 +112,25 @@ pub fn reset_peak() {
 }
 
 impl PeakHeap {
-    /// The free list for blocks of `layout`, and the layout LLFF allocates
-    /// them with, when the cache is on and the block is small enough.
-    fn class(&self, layout: Layout) -> Option<(&AtomicPtr<u8>, Layout)> {
-        if !self.cached.load(Ordering::Relaxed) || layout.size() > CACHED_MAX || layout.align() > 8
+    /// The free list for blocks of `layout`, and the size LLFF allocates
+    /// them with (aligned to [`CACHED_ALIGN`]), when the cache is on and the
+    /// block is small enough. Inlined: it runs on every allocation and free.
+    #[inline(always)]
+    fn class(&self, layout: Layout) -> Option<(&AtomicPtr<u8>, usize)> {
+        if !self.cached.load(Ordering::Relaxed)
+            || layout.size() > CACHED_MAX
+            || layout.align() > CACHED_ALIGN
         {
             return None;
         }
         let size = layout.size().max(1).next_multiple_of(8);
-        let list = self.free.get(size / 8 - 1)?;
-        Some((list, Layout::from_size_align(size, 8).ok()?))
+        Some((self.free.get(size / 8 - 1)?, size))
     }
 }
 
 // SAFETY: every block comes from `LlffHeap`, a correct allocator. A cached
 // block is only handed out again for a layout of its own size class (size
-// rounded up to 8 bytes, alignment 8, as it was allocated with), and a free
+// rounded up to 8 bytes, alignment 16, as it was allocated with), and a free
 // block's first word (it has at least 8 bytes) holds the list link while
 // nobody owns it. The firmware is single-threaded and allocates from no
 // interrupt handler, so the lists' load-then-store cannot race.
@@ -138,7 +146,11 @@ unsafe impl GlobalAlloc for PeakHeap {
                 return head;
             }
         }
-        let layout = class.map_or(layout, |(_, rounded)| rounded);
+        let layout = match class.map(|(_, size)| Layout::from_size_align(size, CACHED_ALIGN)) {
+            Some(Ok(rounded)) => rounded,
+            Some(Err(_)) => return null_mut(),
+            None => layout,
+        };
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, and
         // the rounded layout is at least as large and as aligned.
         let p = unsafe { self.heap.alloc(layout) };
@@ -155,7 +167,7 @@ unsafe impl GlobalAlloc for PeakHeap {
         if let Some((list, _)) = self.class(layout) {
             // SAFETY: `ptr` is a block of this class (allocated above with
             // the rounded layout: the cache is on for every allocation or
-            // for none), at least 8 bytes and 8-aligned, and now free.
+            // for none), at least 8 bytes and 16-aligned, and now free.
             unsafe { ptr.cast::<*mut u8>().write(list.load(Ordering::Relaxed)) };
             list.store(ptr, Ordering::Relaxed);
             return;
