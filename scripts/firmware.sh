@@ -118,6 +118,10 @@ build "M4F rc" thumbv7em-none-eabihf target z "" baseline mlp_infer mlp_infer_sm
 build "M4F sync" thumbv7em-none-eabihf target/sync z "--features sync" mlp_infer arena
 build "M0 rc" thumbv6m-none-eabi target z "" baseline mlp_infer_small mlp_train sine_int8 speech_int8 sine_plan sine_plan_train sine_loops mlp_infer_plan mlp_train_plan arena_plan sine_eager
 build "M4F defmt" thumbv7em-none-eabihf target/defmt z "--features defmt" defmt_infer
+# Inference-only images without kael-core's `autograd` feature (NOTE
+# [Autograd feature]): what a firmware that never trains links.
+build "M4F lean" thumbv7em-none-eabihf target/lean z "--no-default-features" sine_eager sine_plan mlp_infer
+build "M0 lean" thumbv6m-none-eabi target/lean z "--no-default-features" sine_eager sine_plan
 if [[ "${KAEL_FIRMWARE_OPT_S:-}" == 1 ]]; then
     build "M4F rc s" thumbv7em-none-eabihf target/opt-s s "" baseline mlp_infer mlp_infer_small mlp_train arena
 fi
@@ -158,23 +162,26 @@ if gcc -shared -fPIC -O2 -o "$PLUGIN" tools/insn_count.c; then
     for example in sine_int8:16:extra:inference speech_int8:4:extra:inference \
         sine_plan:16:extra:inference sine_loops:16:extra:inference sine_eager:16:extra:inference \
         sine_plan_train:4:extra:"training step" sine_loops:4:steps:"training step" \
-        mlp_infer_plan:6:extra:inference mlp_train_plan:4:extra:"training step"; do
-        IFS=: read -r name extra key what <<<"$example"
+        mlp_infer_plan:6:extra:inference mlp_train_plan:4:extra:"training step" \
+        sine_eager:16:extra:inference:lean sine_plan:16:extra:inference:lean; do
+        # An optional fifth field names a build under target/ (the lean one).
+        IFS=: read -r name extra key what variant <<<"$example"
+        dir="target${variant:+/$variant}"
         for pair in "M4F|thumbv7em-none-eabihf|-machine mps2-an386 -cpu cortex-m4" "M0|thumbv6m-none-eabi|-machine microbit"; do
             IFS='|' read -r label target machine <<<"$pair"
             counts=()
             for n in 0 "$extra"; do
                 # shellcheck disable=SC2086 # $machine is a word list
                 c="$(timeout 300 qemu-system-arm $machine -nographic -monitor none -serial none \
-                    -semihosting-config enable=on,target=native -kernel "target/$target/release/$name" \
+                    -semihosting-config enable=on,target=native -kernel "$dir/$target/release/$name" \
                     -append "$key=$n" -plugin "$PLUGIN" -d plugin 2>&1 | grep -oE 'insn count [0-9]+' | grep -oE '[0-9]+$' || true)"
                 counts+=("${c:-}")
             done
             if [[ -n "${counts[0]}" && -n "${counts[1]}" ]]; then
-                echo "$name ($label): $(((counts[1] - counts[0]) / extra)) instructions per $what (runs of ${counts[0]} and ${counts[1]} instructions with 0 and $extra more)"
+                echo "$name${variant:+ $variant} ($label): $(((counts[1] - counts[0]) / extra)) instructions per $what (runs of ${counts[0]} and ${counts[1]} instructions with 0 and $extra more)"
             else
-                echo "FAILED: $name ($label): no instruction count from the QEMU plugin"
-                failed+=("$name instruction count ($label)")
+                echo "FAILED: $name${variant:+ $variant} ($label): no instruction count from the QEMU plugin"
+                failed+=("$name${variant:+ $variant} instruction count ($label)")
             fi
         done
     done

@@ -229,6 +229,12 @@ run_quick() {
         cargo test -p kael-core --features conformance
     tier "tests, kael-core sync (Arc) mode without std, unit tests" \
         cargo test -p kael-core --features sync --lib
+    # Inference-only images build kael-core without `autograd` (NOTE
+    # [Autograd feature]): lint that build and test what it promises.
+    tier "clippy, kael-core without autograd" \
+        cargo clippy -p kael-core --no-default-features --all-targets -- -D warnings
+    tier "tests, kael-core without autograd (ops record nothing)" \
+        cargo test -p kael-core --no-default-features --test without_autograd
     tier "build, thumbv6m-none-eabi (Rc mode)" \
         cargo build -p kael-core --target thumbv6m-none-eabi
     # The examples `cargo test` just built (same features: nothing to compile).

@@ -311,7 +311,11 @@ impl Tensor {
 fn root_of(op: &'static str, t: &Tensor) -> Result<Shared<Node>> {
     grad_edge(t).ok_or(Error::Autograd {
         op,
-        reason: "the tensor does not require grad and has no grad_fn; call requires_grad_(true) on a leaf it depends on",
+        reason: if cfg!(feature = "autograd") {
+            "the tensor does not require grad and has no grad_fn; call requires_grad_(true) on a leaf it depends on"
+        } else {
+            "kael-core was built without its `autograd` feature, so no op records history; enable the feature (it is on by default)"
+        },
     })
 }
 
