@@ -137,17 +137,13 @@ impl Tensor {
             return Ok(out);
         }
         let src = self.contiguous_on_own_device()?;
-        let nbytes = src.numel() * src.element_size();
-        let mut host = Vec::new();
-        host.try_reserve_exact(nbytes)
-            .map_err(|_| Error::OutOfMemory {
-                requested: nbytes,
-                available: None,
-            })?;
-        host.resize(nbytes, 0u8);
-        let from = src.device();
-        from.backend()
-            .read_bytes(&src.storage(), src.offset() * src.element_size(), &mut host)?;
+        let size = src.element_size();
+        let host = read_to_host(
+            &src.device(),
+            &src.storage(),
+            src.offset() * size,
+            src.numel() * size,
+        )?;
         let out = Tensor::alloc(self.shape(), self.dtype(), device)?;
         device.backend().write_bytes(&out.storage(), 0, &host)?;
         crate::autograd::record(&out, &[self], || {
@@ -211,16 +207,31 @@ impl Tensor {
                 requested: usize::MAX,
                 available: None,
             })?;
-        let mut host = Vec::new();
-        host.try_reserve_exact(nbytes)
-            .map_err(|_| Error::OutOfMemory {
-                requested: nbytes,
-                available: None,
-            })?;
-        host.resize(nbytes, 0u8);
-        old.device().backend().read_bytes(old, 0, &mut host)?;
+        let host = read_to_host(old.device(), old, 0, nbytes)?;
         let copy = Storage::for_overwrite(nbytes, device)?;
         device.backend().write_bytes(&copy, 0, &host)?;
         Ok(copy)
     }
+}
+
+/// `nbytes` bytes of `storage` from byte `offset`, read through `device`'s
+/// backend into a host buffer allocated fallibly.
+///
+/// # Errors
+/// [`Error::OutOfMemory`]; the backend's read errors.
+pub(super) fn read_to_host(
+    device: &Device,
+    storage: &Storage,
+    offset: usize,
+    nbytes: usize,
+) -> Result<Vec<u8>> {
+    let mut host = Vec::new();
+    host.try_reserve_exact(nbytes)
+        .map_err(|_| Error::OutOfMemory {
+            requested: nbytes,
+            available: None,
+        })?;
+    host.resize(nbytes, 0u8);
+    device.backend().read_bytes(storage, offset, &mut host)?;
+    Ok(host)
 }

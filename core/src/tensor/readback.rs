@@ -54,16 +54,12 @@ impl Tensor {
         let src = self.contiguous()?;
         let size = src.element_size();
         let nbytes = src.numel() * size;
-        let mut host = Vec::new();
-        host.try_reserve_exact(nbytes)
-            .map_err(|_| Error::OutOfMemory {
-                requested: nbytes,
-                available: None,
-            })?;
-        host.resize(nbytes, 0u8);
-        src.device()
-            .backend()
-            .read_bytes(&src.storage(), src.offset() * size, &mut host)?;
+        let host = super::convert::read_to_host(
+            &src.device(),
+            &src.storage(),
+            src.offset() * size,
+            nbytes,
+        )?;
         let mut out = Vec::new();
         out.try_reserve_exact(src.numel())
             .map_err(|_| Error::OutOfMemory {
