@@ -185,7 +185,7 @@ impl Tensor {
         let storage = if self.device().is_host_memory() && device.is_host_memory() {
             old.clone()
         } else {
-            let copy = Shared::new(self.storage_span_on(&old, device)?);
+            let copy = self.storage_span_on(&old, device)?;
             // A fresh copy: it carries the version on (NOTE [Version counter]).
             copy.carry_version_from(&old);
             copy
@@ -198,7 +198,7 @@ impl Tensor {
     /// A copy on `device` of `old`'s bytes up to this tensor's reach (the
     /// end of its last element): its layout addresses the copy as it did
     /// `old` (`move_to_`).
-    fn storage_span_on(&self, old: &Storage, device: &Device) -> Result<Storage> {
+    fn storage_span_on(&self, old: &Storage, device: &Device) -> Result<Shared<Storage>> {
         let nbytes = self
             .layout_ref()
             .reach()
@@ -208,7 +208,7 @@ impl Tensor {
                 available: None,
             })?;
         let host = read_to_host(old.device(), old, 0, nbytes)?;
-        let copy = Storage::for_overwrite(nbytes, device)?;
+        let copy = Storage::shared_for_overwrite(nbytes, device)?;
         device.backend().write_bytes(&copy, 0, &host)?;
         Ok(copy)
     }
