@@ -859,3 +859,88 @@ fn fused_layer_norm_is_deterministic_for_a_thread_count() {
         assert_eq!(layer_norm_run(&dev, &x, &w, &b, &c, true), first);
     }
 }
+
+/// Distinct-ish values that are never zero: `k / 8 + 1/16` for small `k`.
+fn nonzero(n: usize, salt: u32) -> Vec<f32> {
+    distinct(n, salt).into_iter().map(|v| v + 0.0625).collect()
+}
+
+#[test]
+fn small_contiguous_arithmetic_at_an_offset_equals_the_index_mapping() {
+    // The threaded backend's one-loop path for small contiguous operands
+    // (NOTE [Small contiguous ops]): operands are slices at an offset into
+    // larger storages, at sizes up to and just past the path's limit, in
+    // f32 and f64; `a op a` reads one storage twice.
+    let (_, dev) = backend(2, 1 << 20);
+    type F = fn(f64, f64) -> f64;
+    let ops: [(&str, F); 4] = [
+        ("add", |x, y| x + y),
+        ("sub", |x, y| x - y),
+        ("mul", |x, y| x * y),
+        ("div", |x, y| x / y),
+    ];
+    let run = |name: &str, x: &Tensor, y: &Tensor| match name {
+        "add" => x.add(y),
+        "sub" => x.sub(y),
+        "mul" => x.mul(y),
+        _ => x.div(y),
+    };
+    for n in [1, 4, 7, 4096, 4097] {
+        // Never zero: `a / a` is 1 everywhere.
+        let (av, bv) = (nonzero(n + 3, 1), nonzero(n + 5, 2));
+        for dtype in [DType::F32, DType::F64] {
+            let make = |v: &[f32], skip: usize| {
+                Tensor::from_slice(v, &[v.len()], &dev)
+                    .unwrap()
+                    .to_dtype(dtype)
+                    .unwrap()
+                    .slice(0, skip as isize, (skip + n) as isize, 1)
+                    .unwrap()
+            };
+            let (a, b) = (make(&av, 3), make(&bv, 5));
+            assert_eq!((a.offset(), b.offset()), (3, 5));
+            for (name, f) in ops {
+                let got = run(name, &a, &b).unwrap().to_dtype(DType::F64).unwrap();
+                let want: Vec<f64> = (0..n)
+                    .map(|i| f(f64::from(av[i + 3]), f64::from(bv[i + 5])))
+                    .collect();
+                // f32 results are the f64 ones rounded once.
+                let round = |w: f64| {
+                    if dtype == DType::F64 {
+                        w
+                    } else {
+                        f64::from(w as f32)
+                    }
+                };
+                let first_miss = |got: &Tensor, want: &[f64]| {
+                    let got = got.to_vec::<f64>().unwrap();
+                    (0..n).find(|&i| got[i] != round(want[i]))
+                };
+                assert_eq!(first_miss(&got, &want), None, "{name} of {n} {dtype:?}");
+                let twice = run(name, &a, &a).unwrap().to_dtype(DType::F64).unwrap();
+                let want: Vec<f64> = (0..n)
+                    .map(|i| f(f64::from(av[i + 3]), f64::from(av[i + 3])))
+                    .collect();
+                assert_eq!(
+                    first_miss(&twice, &want),
+                    None,
+                    "{name} a,a of {n} {dtype:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_small_in_place_add_reads_its_own_output() {
+    // The output's own storage as an operand goes the general way (NOTE
+    // [Small contiguous ops]); the result is the same.
+    let (_, dev) = backend(2, 1 << 20);
+    let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4], &dev).unwrap();
+    let b = Tensor::from_slice(&[10.0f32, 20.0, 30.0, 40.0], &[4], &dev).unwrap();
+    a.add_(&b).unwrap();
+    assert_eq!(a.to_vec::<f32>().unwrap(), vec![11.0, 22.0, 33.0, 44.0]);
+    let v = a.slice(0, 1, 3, 1).unwrap();
+    v.mul_(&v.deep_clone().unwrap()).unwrap();
+    assert_eq!(a.to_vec::<f32>().unwrap(), vec![11.0, 484.0, 1089.0, 44.0]);
+}

@@ -171,19 +171,46 @@ impl Layout {
     /// Row-major contiguity, as PyTorch defines it (size-1 dims ignored,
     /// empty tensors contiguous).
     pub fn is_contiguous(&self) -> bool {
-        if self.numel() == 0 {
-            return true;
-        }
+        // One pass; the emptiness test runs only on a mismatch (an empty
+        // layout is contiguous whatever its strides). Every op asks this of
+        // its operands, so it is kept short (NOTE [Small-op path]). A size-1
+        // dim leaves `expected` as it is; the product cannot wrap for a
+        // non-empty layout (its element count fits, invariant 3).
         let mut expected = 1usize;
         for (&d, &s) in self.shape.iter().zip(self.strides.iter()).rev() {
-            if d != 1 {
-                if s != expected {
-                    return false;
-                }
-                expected *= d;
+            if d != 1 && s != expected {
+                return self.shape.contains(&0);
             }
+            expected = expected.wrapping_mul(d);
         }
         true
+    }
+
+    /// The storage elements a contiguous layout covers, `offset..offset +
+    /// numel()`, or `None` when it is not contiguous: contiguity and the
+    /// element count in one pass, for kernels that take a slice when they
+    /// can.
+    ///
+    /// ```
+    /// use kael_core::Layout;
+    /// let l = Layout::contiguous(&[2, 3])?;
+    /// assert_eq!(l.slice(0, 1, 2, 1)?.contiguous_span(), Some(3..6));
+    /// assert_eq!(l.transpose(0, 1)?.contiguous_span(), None);
+    /// assert_eq!(Layout::contiguous(&[0, 3])?.transpose(0, 1)?.contiguous_span(), Some(0..0));
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn contiguous_span(&self) -> Option<core::ops::Range<usize>> {
+        let mut n = 1usize;
+        for (&d, &s) in self.shape.iter().zip(self.strides.iter()).rev() {
+            if d != 1 && s != n {
+                // An empty layout is contiguous whatever its strides.
+                return self.shape.contains(&0).then_some(self.offset..self.offset);
+            }
+            n = n.wrapping_mul(d);
+        }
+        // `n` is the element count: it fits for a non-empty layout
+        // (invariant 3), and an empty one makes it 0.
+        Some(self.offset..self.offset.wrapping_add(n))
     }
 
     /// Whether two positions may map to the same element (e.g. after
@@ -331,6 +358,36 @@ mod tests {
             .transpose(0, 1)
             .unwrap();
         assert_eq!(offsets(&l), [0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn a_contiguous_span_is_exactly_the_offsets_of_a_contiguous_layout() {
+        // Against the offsets the layout walks: a span exists exactly when
+        // they are consecutive (PyTorch's contiguity: size-1 dims ignored,
+        // empty layouts contiguous), and it is those offsets.
+        let base = Layout::contiguous(&[4, 1, 3]).unwrap();
+        let views = [
+            base.clone(),
+            base.slice(0, 1, 3, 1).unwrap(),
+            base.slice(0, 0, 4, 2).unwrap(),
+            base.slice(2, 1, 3, 1).unwrap(),
+            base.transpose(0, 2).unwrap(),
+            base.transpose(0, 1).unwrap(),
+            base.select(0, 2).unwrap(),
+            base.expand(&[4, 5, 3]).unwrap(),
+            base.slice(0, 2, 2, 1).unwrap().transpose(0, 2).unwrap(),
+            Layout::contiguous(&[]).unwrap(),
+        ];
+        for l in &views {
+            let walked = offsets(l);
+            let consecutive = walked.windows(2).all(|w| w[1] == w[0] + 1);
+            let span = l.contiguous_span();
+            assert_eq!(span.is_some(), consecutive, "{l:?}");
+            assert_eq!(l.is_contiguous(), consecutive, "{l:?}");
+            if let (Some(span), Some(&first)) = (span.clone(), walked.first()) {
+                assert_eq!(span, first..first + walked.len(), "{l:?}");
+            }
+        }
     }
 
     #[test]

@@ -242,9 +242,12 @@ fn fresh_block(l: Layout) -> Option<NonNull<u8>> {
         // glibc's `calloc` skips the per-thread cache that `malloc` takes
         // its small blocks from (a third of a 4-element add's allocation
         // time went to it), and a small block comes from the recycled heap
-        // anyway, where `calloc` clears it with the same memset.
+        // anyway, where `calloc` clears it with the same memset. LLVM folds
+        // an allocation followed by a zeroing memset back into `calloc`
+        // (callgrind showed every small block still going through it), so
+        // the pointer passes through `black_box` between the two.
         // SAFETY: `l` has a non-zero size.
-        let p = NonNull::new(unsafe { std::alloc::alloc(l) })?;
+        let p = NonNull::new(std::hint::black_box(unsafe { std::alloc::alloc(l) }))?;
         // SAFETY: the block is valid for `l.size()` bytes and ours.
         unsafe { std::ptr::write_bytes(p.as_ptr(), 0, l.size()) };
         return Some(p);

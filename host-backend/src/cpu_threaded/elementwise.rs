@@ -4,7 +4,7 @@
 //! specialised; other dtypes and non-contiguous destinations go to the
 //! reference kernels.
 
-use super::engine::{Arg, BLOCK, Opnd, Par, cast_slice_mut, opnd, read_src};
+use super::engine::{Arg, BLOCK, Opnd, Par, cast_slice, cast_slice_mut, opnd, read_src};
 use super::float::{Fl, maximum, minimum};
 use super::tiles::{TILE, for_tiles, gather_tile, wants_tiles};
 use super::vmath::{self, Fun, Fun2};
@@ -527,6 +527,15 @@ pub(super) fn binary(
     dst: Dst<'_>,
 ) -> Result<()> {
     let same = lhs.dtype == dst.dtype && rhs.dtype == dst.dtype;
+    if same
+        && let Some(done) = match dst.dtype {
+            DType::F32 => binary_small::<f32>(op, &lhs, &rhs, &dst),
+            DType::F64 => binary_small::<f64>(op, &lhs, &rhs, &dst),
+            _ => None,
+        }
+    {
+        return done;
+    }
     if !same || !dst_ok(&dst) {
         return reference::binary(op, lhs, rhs, dst);
     }
@@ -538,6 +547,66 @@ pub(super) fn binary(
         DType::F64 => binary_as::<f64>(par, op, lhs, rhs, dst),
         _ => reference::binary(op, lhs, rhs, dst),
     }
+}
+
+// NOTE [Small contiguous ops]
+// An arithmetic op of at most `SMALL` elements whose operands and output
+// are contiguous, in storages other than the output's, runs here as one
+// slice loop: no operand classification, no blocks, no pool. Below the
+// pool's threshold the general path computes the same loop, but its setup
+// (operand kinds, block walk, chunking) was most of a 4-element add's
+// kernel time (issue 17). The decision reads only the three layouts.
+const SMALL: usize = 4096;
+
+/// `dst = lhs op rhs` by NOTE [Small contiguous ops], or `None` when the
+/// note does not apply (the general path runs then).
+fn binary_small<T: Fl>(
+    op: BinaryOp,
+    lhs: &Src<'_>,
+    rhs: &Src<'_>,
+    dst: &Dst<'_>,
+) -> Option<Result<()>> {
+    let arithmetic = matches!(
+        op,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+    );
+    if !arithmetic
+        || core::ptr::eq(lhs.storage, dst.storage)
+        || core::ptr::eq(rhs.storage, dst.storage)
+    {
+        return None;
+    }
+    let rd = dst.layout.contiguous_span()?;
+    let n = rd.len();
+    let (ra, rb) = (lhs.layout.contiguous_span()?, rhs.layout.contiguous_span()?);
+    if n > SMALL || ra.len() != n || rb.len() != n {
+        return None;
+    }
+    let name = op.name();
+    Some((|| {
+        let (ga, gb) = (lhs.storage.read(name)?, rhs.storage.read(name)?);
+        let mut gd = dst.storage.write(name)?;
+        let (a, b, d) = (
+            cast_slice::<T>(ga.bytes())?.get(ra),
+            cast_slice::<T>(gb.bytes())?.get(rb),
+            cast_slice_mut::<T>(gd.bytes_mut())?.get_mut(rd),
+        );
+        // Invariant 3 of `Layout` puts every range inside its storage.
+        let (Some(a), Some(b), Some(d)) = (a, b, d) else {
+            return Err(kael_core::Error::InvalidArgument {
+                op: name,
+                reason: "a layout reaches past its storage; deep_clone() the tensor",
+            });
+        };
+        let (a, b) = (Arg::S(a), Arg::S(b));
+        match op {
+            BinaryOp::Add => apply2_wide(d, a, b, |x: T, y: T| x + y),
+            BinaryOp::Sub => apply2_wide(d, a, b, |x: T, y: T| x - y),
+            BinaryOp::Mul => apply2_wide(d, a, b, |x: T, y: T| x * y),
+            _ => apply2_wide(d, a, b, |x: T, y: T| x / y),
+        }
+        Ok(())
+    })())
 }
 
 /// `dst = f(lhs, rhs)` for f32 with [`vmath::map2`].
