@@ -303,6 +303,19 @@ impl<T> Lock<T> {
         }
     }
 
+    /// The value, through exclusive access to the lock itself: no flag is
+    /// taken (a drop, for instance, is the only user left).
+    ///
+    /// ```
+    /// use kael_core::shared::Lock;
+    /// let mut l = Lock::new(1);
+    /// *l.get_mut() += 1;
+    /// assert_eq!(l.read(|v| *v), 2);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
     /// Consumes the lock and returns the value.
     pub fn into_inner(self) -> T {
         self.value.into_inner()

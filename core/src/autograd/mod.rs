@@ -101,13 +101,15 @@ impl Drop for Node {
     fn drop(&mut self) {
         let mut stack: Vec<Shared<Node>> = Vec::new();
         take_children(&mut self.next, &mut stack);
-        if let Some(rule) = self.rule.with(|r| r.take()).and_then(unwrap_saving) {
+        // A node being dropped has no other user: its rule is taken without
+        // the lock (NOTE [Small-op path]).
+        if let Some(rule) = self.rule.get_mut().take().and_then(unwrap_saving) {
             rule.into_saved_grad_fns(&mut stack);
         }
         while let Some(n) = stack.pop() {
             if let Ok(mut node) = Shared::try_unwrap(n) {
                 take_children(&mut node.next, &mut stack);
-                if let Some(rule) = node.rule.with(|r| r.take()).and_then(unwrap_saving) {
+                if let Some(rule) = node.rule.get_mut().take().and_then(unwrap_saving) {
                     rule.into_saved_grad_fns(&mut stack);
                 }
                 // `node` drops here with no children left: no recursion.

@@ -8,6 +8,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::{Dims, broadcast_into, broadcast_shapes};
+use alloc::boxed::Box;
 
 impl Tensor {
     /// `op(self)` into a new tensor of the same shape and dtype.
@@ -107,8 +108,8 @@ impl Tensor {
                 } else {
                     None
                 },
-                a_shape: self.dims().clone(),
-                b_shape: other.dims().clone(),
+                shapes: (self.shape() != other.shape())
+                    .then(|| Box::new([self.dims().clone(), other.dims().clone()])),
             })
         })?;
         Ok(out)

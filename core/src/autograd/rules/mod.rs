@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::shape::Dims;
 use crate::shared::Shared;
 use crate::tensor::Tensor;
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -52,10 +53,11 @@ pub enum Rule {
         b: Option<SavedTensor>,
         /// Output (pow).
         out: Option<SavedTensor>,
-        /// Shapes to reduce gradients back to.
-        a_shape: Dims,
-        /// Second shape.
-        b_shape: Dims,
+        /// The operands' shapes, when broadcasting made the output's
+        /// differ from either: the gradients are summed back to them.
+        /// `None` (no allocation, and a smaller rule for every op) when
+        /// all three shapes are equal.
+        shapes: Option<Box<[Dims; 2]>>,
     },
     /// sum over dims; `keep_shape` is the keepdim output shape.
     Sum {
@@ -424,12 +426,16 @@ impl Rule {
                 a,
                 b,
                 out,
-                a_shape,
-                b_shape,
+                shapes,
             } => {
                 let (ga, gb) =
                     op.backward(g, &|| need(a, node), &|| need(b, node), &|| need(out, node))?;
-                vec![Some(sum_to(&ga, a_shape)?), Some(sum_to(&gb, b_shape)?)]
+                match shapes.as_deref() {
+                    Some([a_shape, b_shape]) => {
+                        vec![Some(sum_to(&ga, a_shape)?), Some(sum_to(&gb, b_shape)?)]
+                    }
+                    None => vec![Some(ga), Some(gb)],
+                }
             }
             Rule::Sum {
                 keep_shape,
