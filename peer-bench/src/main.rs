@@ -168,8 +168,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Times `a` and `b` in alternating blocks, `reps` timed calls each in
 /// all, and returns the medians in seconds. Blocks, rather than single
 /// calls, because each library's idle worker threads spin for a while
-/// after it runs and would slow the other one; the first calls of each
-/// block are run but not timed.
+/// after it runs (candle's about 0.5 ms, kael's 0.3 ms, then it yields
+/// for 2 ms) and would slow the other one; on 2 vCPUs the main thread and
+/// both libraries' spinning workers are three threads on two CPUs, and a
+/// 64K-element add measured on whichever pool's worker got the second
+/// CPU. So each block starts after a pause that lets the other library's
+/// workers park, and its first calls (which wake its own) are run but not
+/// timed, for at least a millisecond (see `WAKE`).
 fn interleaved(
     reps: usize,
     mut a: impl FnMut() -> R<()>,
@@ -177,10 +182,20 @@ fn interleaved(
 ) -> R<(f64, f64)> {
     const BLOCK: usize = 10;
     const SETTLE: usize = 3;
+    /// Longer than either library's workers spin and yield before parking.
+    const PARK: std::time::Duration = std::time::Duration::from_millis(5);
+    /// How long the untimed calls run after the pause: the first call
+    /// after it took 0.1-0.35 ms on the 2-vCPU VM (an idle vCPU waking),
+    /// and a pool's workers must be awake again before timing starts.
+    const WAKE: std::time::Duration = std::time::Duration::from_millis(1);
     let (mut ta, mut tb) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
     let block = |f: &mut dyn FnMut() -> R<()>, out: &mut Vec<f64>| -> R<()> {
-        for _ in 0..SETTLE {
+        std::thread::sleep(PARK);
+        let woken = Instant::now();
+        let mut settled = 0;
+        while settled < SETTLE || woken.elapsed() < WAKE {
             f()?;
+            settled += 1;
         }
         for _ in 0..BLOCK {
             let t = Instant::now();

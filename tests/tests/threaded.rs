@@ -296,7 +296,8 @@ fn a_small_add_runs_inline_without_a_hand_off() {
 #[test]
 fn a_large_add_is_handed_to_the_pool() {
     let (be, dev) = backend(2, 1 << 15);
-    let a = Tensor::ones(&[1 << 17], DType::F32, &dev).unwrap();
+    // Twice the threshold: the first size a bandwidth-bound op splits.
+    let a = Tensor::ones(&[1 << 16], DType::F32, &dev).unwrap();
     let before = be.parallel_dispatches();
     let c = a.add(&a).unwrap();
     assert_eq!(be.parallel_dispatches(), before + 1);
@@ -304,12 +305,12 @@ fn a_large_add_is_handed_to_the_pool() {
 }
 
 /// NOTE [Bandwidth-bound ops go parallel later]: between the threshold and
-/// three times it, an add runs inline, and an op with real work per
-/// element goes to the pool.
+/// twice it, an add runs inline, and an op with real work per element
+/// goes to the pool.
 #[test]
 fn a_mid_size_add_runs_inline_where_a_gelu_of_its_size_is_handed_to_the_pool() {
     let (be, dev) = backend(2, 1 << 15);
-    let a = Tensor::ones(&[1 << 16], DType::F32, &dev).unwrap();
+    let a = Tensor::ones(&[(1 << 16) - 1], DType::F32, &dev).unwrap();
     let before = be.parallel_dispatches();
     let c = a.add(&a).unwrap();
     assert_eq!(be.parallel_dispatches(), before, "the add ran inline");

@@ -70,14 +70,19 @@ const PIECES_PER_THREAD: usize = 4;
 // caller, they sit in its core's cache, and the other core pulls its half
 // across. Measured on the 2-vCPU machine (issue 17), a 32K-element f32 add
 // took 4.1 us inline and 6.0 us split in two; 64K was a wash (8.0 / 7.5);
-// 128K split won (19.2 / 11.6). So the elementwise ops of one arithmetic
-// instruction (add, sub, mul, div, maximum, minimum, copies and fills) go
-// to the pool from BANDWIDTH_BOUND times the device's threshold; ops with
-// real work per element (the vector math, libm calls) keep the threshold.
+// 128K split won (19.2 / 11.6). On the 2-vCPU AMD EPYC of 2026-12-06 the
+// split won from 16K (16K: 2.2 / 2.0; 32K: 3.9 / 2.8; 64K: 9.4 / 5.0;
+// 128K: 18.5 / 9.2), once the worker no longer shared the caller's CPU
+// (NOTE [Workers leave the caller's CPU] in `pool`). So the elementwise
+// ops of one arithmetic instruction (add, sub, mul, div, maximum, minimum,
+// copies and fills) go to the pool from BANDWIDTH_BOUND times the
+// device's threshold, 64K elements by default (where candle 0.11 splits
+// too; it was 96K); ops with real work per element (the vector math,
+// libm calls) keep the threshold.
 
 /// How many times the device's threshold a bandwidth-bound op needs
 /// before it goes to the pool (NOTE [Bandwidth-bound ops go parallel later]).
-const BANDWIDTH_BOUND: usize = 3;
+const BANDWIDTH_BOUND: usize = 2;
 
 impl<'a> Par<'a> {
     /// This `Par` with the threshold of bandwidth-bound ops

@@ -20,6 +20,7 @@
 //! # Ok::<(), kael_core::Error>(())
 //! ```
 
+mod affinity;
 mod alloc;
 mod elementwise;
 mod engine;
@@ -45,7 +46,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Elements below which an op runs inline on the caller's thread (the
 /// default parallel threshold): below ~32K elements a hand-off to the pool
-/// costs more than the work (bandwidth-bound ops: below 96K, see
+/// costs more than the work (bandwidth-bound ops: below 64K, see
 /// [`Builder::parallel_threshold`]).
 pub const DEFAULT_THRESHOLD: usize = 1 << 15;
 
@@ -100,7 +101,7 @@ impl Builder {
 
     /// Outputs with fewer elements than this (for matmul: fewer
     /// multiply-adds) run inline on the caller; bandwidth-bound ops (add,
-    /// mul, copies, …) run inline below three times it (NOTE
+    /// mul, copies, …) run inline below twice it (NOTE
     /// [Bandwidth-bound ops go parallel later] in `engine`).
     pub fn parallel_threshold(mut self, elements: usize) -> Self {
         self.threshold = elements.max(1);
