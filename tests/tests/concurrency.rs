@@ -412,6 +412,46 @@ fn concurrent_backward_passes_into_one_leaf_accumulate_every_gradient() {
     );
 }
 
+/// One retained graph differentiated on several threads at once: each
+/// run reads the nodes' rules where they are (under a read of their
+/// lock), so every thread gets the exact gradient, none waits for another
+/// and none finds the saved tensors gone.
+#[test]
+fn threads_differentiate_one_retained_graph_at_once() {
+    use kael_core::autograd::{BackwardOptions, grad};
+    let dev = Device::cpu();
+    let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0, 0.5], &[4], &dev)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    // y = sum(x * x * x): saves tensors (mul) and keeps them (retained).
+    let y = x.mul(&x).unwrap().mul(&x).unwrap().sum_all().unwrap();
+    let per = iters(200);
+    let (xx, yy) = (x.clone(), y.clone());
+    let grads = run_threads(threads(), move |_| {
+        let opts = BackwardOptions {
+            retain_graph: true,
+            ..BackwardOptions::default()
+        };
+        let mut last = Vec::new();
+        for _ in 0..per {
+            let g = grad(&[&yy], &[&xx], &[], opts).unwrap();
+            last = g[0].as_ref().unwrap().to_vec::<f32>().unwrap();
+        }
+        last
+    });
+    // d/dx sum(x^3) = 3x^2, exact in f32 for these inputs.
+    for g in grads {
+        assert_eq!(g, vec![3.0, 12.0, 27.0, 0.75]);
+    }
+    // The graph is still whole: a last backward without retain frees it.
+    y.backward().unwrap();
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f32>().unwrap(),
+        vec![3.0, 12.0, 27.0, 0.75]
+    );
+}
+
 /// Threads sharing one threaded device (threshold 1, so every op hands work
 /// to the pool): one caller's job at a time gets the workers, the others
 /// run theirs alone (NOTE [Spinning pool]); every result is exact.

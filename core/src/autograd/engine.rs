@@ -105,15 +105,19 @@ fn run(roots: Vec<(Shared<Node>, Tensor)>, opts: BackwardOptions, run: Run) -> R
                 // Without retain_graph a rule's saved tensors are freed; a
                 // rule that saved none stays, so a second backward fails
                 // only where it needs what was freed, as in PyTorch.
-                let rule = node.rule.with(|r| {
-                    if retain || r.as_ref().is_some_and(|r| !r.saves_tensors()) {
-                        r.clone()
-                    } else {
-                        r.take()
-                    }
-                });
-                match rule {
-                    Some(rule) => rule.backward(&node, g)?,
+                let keep = retain
+                    || node
+                        .rule
+                        .read(|r| r.as_ref().is_some_and(|r| !r.saves_tensors()));
+                let outs = if keep {
+                    node.rule
+                        .read(|r| r.as_ref().map(|rule| rule.backward(&node, g)))
+                } else {
+                    let taken = node.rule.with(Option::take);
+                    taken.map(|rule| rule.backward(&node, g))
+                };
+                match outs {
+                    Some(outs) => outs?,
                     None => {
                         return Err(Error::Autograd {
                             op: node.name,

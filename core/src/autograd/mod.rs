@@ -44,16 +44,38 @@ impl<F: Fn(&Tensor) -> Result<Option<Tensor>> + MaybeSendSync + 'static> HookClo
 /// A shareable hook.
 pub(crate) struct HookFn(pub(crate) Box<dyn HookClosure>);
 
-/// Per-tensor autograd state (allocated only for tensors that need it).
+/// A tensor's autograd state, under its one lock: the node that produced
+/// it, kept in place (recording an op into a fresh output allocates no
+/// [`AutogradMeta`]: NOTE [Small-op path]), and the rest, boxed, for the
+/// tensors that need it (leaves with grads, accumulators or hooks, views
+/// with history).
+pub(crate) struct AutogradSlot {
+    pub(crate) grad_fn: Option<Shared<Node>>,
+    pub(crate) meta: Option<Box<AutogradMeta>>,
+}
+
+impl AutogradSlot {
+    /// No history and no other state.
+    pub(crate) const EMPTY: AutogradSlot = AutogradSlot {
+        grad_fn: None,
+        meta: None,
+    };
+
+    /// The boxed state, allocated on first use.
+    pub(crate) fn meta(&mut self) -> &mut AutogradMeta {
+        self.meta.get_or_insert_with(Default::default)
+    }
+}
+
+/// The boxed part of a tensor's autograd state (see [`AutogradSlot`]).
 #[derive(Default)]
 pub(crate) struct AutogradMeta {
     pub(crate) grad: Option<Tensor>,
-    pub(crate) grad_fn: Option<Shared<Node>>,
     /// The leaf's `AccumulateGrad` node, once an op recorded on the leaf
     /// (NOTE [Leaf accumulators]).
     pub(crate) accumulator: Option<Shared<Node>>,
     pub(crate) hooks: Vec<Shared<HookFn>>,
-    /// The storage version when `grad_fn` was set: a view whose storage
+    /// The storage version when the slot's `grad_fn` was set: a view whose storage
     /// moved on since re-derives its history from its base (NOTE [In-place
     /// through views] in `rules`). Kept for views only (0 otherwise).
     pub(crate) history_version: usize,
@@ -63,9 +85,13 @@ pub(crate) struct AutogradMeta {
 /// accumulation into one leaf.
 pub struct Node {
     pub(crate) name: &'static str,
-    /// The rule and its saved state; `None` once released by a backward
-    /// without `retain_graph`.
-    pub(crate) rule: Lock<Option<Shared<Rule>>>,
+    /// The rule and its saved state, in the node's own allocation (NOTE
+    /// [Small-op path]); `None` once taken by a backward without
+    /// `retain_graph`. A backward that leaves it runs it under a read of
+    /// this lock, which nothing writes while a rule runs (the engine
+    /// takes the rule of a node only before running it, and a node runs
+    /// once per backward).
+    pub(crate) rule: Lock<Option<Rule>>,
     /// One edge per input: the input's node, or `None` when it needs no grad.
     pub(crate) next: Edges,
     /// Hooks registered on the tensor this node produced.
@@ -101,15 +127,16 @@ impl Drop for Node {
     fn drop(&mut self) {
         let mut stack: Vec<Shared<Node>> = Vec::new();
         take_children(&mut self.next, &mut stack);
-        // A node being dropped has no other user: its rule is taken without
-        // the lock (NOTE [Small-op path]).
-        if let Some(rule) = self.rule.get_mut().take().and_then(unwrap_saving) {
+        // A node being dropped has no other user: its rule is read without
+        // the lock; one that saved no tensors holds no nodes, so it drops in
+        // place with the node instead of being moved out (NOTE [Small-op path]).
+        if let Some(rule) = take_saving(self.rule.get_mut()) {
             rule.into_saved_grad_fns(&mut stack);
         }
         while let Some(n) = stack.pop() {
             if let Ok(mut node) = Shared::try_unwrap(n) {
                 take_children(&mut node.next, &mut stack);
-                if let Some(rule) = node.rule.get_mut().take().and_then(unwrap_saving) {
+                if let Some(rule) = take_saving(node.rule.get_mut()) {
                     rule.into_saved_grad_fns(&mut stack);
                 }
                 // `node` drops here with no children left: no recursion.
@@ -192,12 +219,11 @@ fn take_children(next: &mut Edges, stack: &mut Vec<Shared<Node>>) {
     }
 }
 
-/// The rule itself when it saved tensors (whose grad_fns the iterative
-/// drop must take) and this was its last handle; otherwise the handle is
-/// released here (a rule without saved tensors holds no nodes).
-fn unwrap_saving(rule: Shared<Rule>) -> Option<Rule> {
-    if rule.saves_tensors() {
-        Shared::try_unwrap(rule).ok()
+/// The rule in `slot` when it saved tensors (whose grad_fns the iterative
+/// drop must take); any other rule stays where it is.
+fn take_saving(slot: &mut Option<Rule>) -> Option<Rule> {
+    if slot.as_ref().is_some_and(Rule::saves_tensors) {
+        slot.take()
     } else {
         None
     }
@@ -380,9 +406,9 @@ pub(crate) fn grad_edge(t: &Tensor) -> Option<Shared<Node>> {
     }
     // A non-view's history never goes stale (see `grad_fn`): its node or
     // its accumulator under one lock (NOTE [Small-op path]).
-    Some(t.with_meta(|m| match &m.grad_fn {
+    Some(t.autograd_slot().with(|s| match &s.grad_fn {
         Some(node) => node.clone(),
-        None => t.accumulator_in(m),
+        None => t.accumulator_in(s.meta()),
     }))
 }
 
@@ -436,7 +462,7 @@ pub(crate) fn record_inplace(
 fn new_node(rule: Rule, next: Edges) -> Shared<Node> {
     Shared::new(Node {
         name: rule.name(),
-        rule: Lock::new(Some(Shared::new(rule))),
+        rule: Lock::new(Some(rule)),
         next,
         hooks: Lock::new(Vec::new()),
         leaf: None,
@@ -445,17 +471,16 @@ fn new_node(rule: Rule, next: Edges) -> Shared<Node> {
 
 impl Tensor {
     pub(crate) fn with_meta<R>(&self, f: impl FnOnce(&mut AutogradMeta) -> R) -> R {
-        self.autograd_slot()
-            .with(|m| f(m.get_or_insert_with(Default::default)))
+        self.autograd_slot().with(|s| f(s.meta()))
     }
 
     /// The node that produced this tensor, if it has history. A view whose
     /// base was modified in place since the view was made gets its history
     /// re-derived from the base's (NOTE [In-place through views]).
     pub fn grad_fn(&self) -> Option<Shared<Node>> {
-        let (node, recorded) = self.autograd_slot().with(|m| match m {
-            Some(m) => (m.grad_fn.clone(), m.history_version),
-            None => (None, 0),
+        let (node, recorded) = self.autograd_slot().with(|s| {
+            let recorded = s.meta.as_ref().map_or(0, |m| m.history_version);
+            (s.grad_fn.clone(), recorded)
         });
         // Only a view's history goes stale, so only a view reads its
         // storage's version (a read of the placement: NOTE [Small-op path]).
@@ -482,19 +507,21 @@ impl Tensor {
     }
 
     pub(crate) fn set_history(&self, node: Shared<Node>) {
-        // Read back only for views (see `grad_fn`).
-        let version = if self.is_view() { self.version() } else { 0 };
-        let old = self.with_meta(|m| {
+        // Read back only for views (see `grad_fn`), which alone keep it.
+        let version = self.is_view().then(|| self.version());
+        let old = self.autograd_slot().with(|s| {
             self.requires_grad_flag().set(true);
-            m.history_version = version;
-            m.grad_fn.replace(node)
+            if let Some(version) = version {
+                s.meta().history_version = version;
+            }
+            s.grad_fn.replace(node)
         });
         drop(old);
     }
 
     fn take_grad_fn_if_unique(self) -> Option<Shared<Node>> {
         let imp = self.into_unique_impl()?;
-        imp.take_autograd().and_then(|mut m| m.grad_fn.take())
+        imp.take_autograd().grad_fn
     }
 
     /// The leaf's accumulator node (created on first use, then kept by the

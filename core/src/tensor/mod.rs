@@ -46,7 +46,7 @@ pub use create::ShapeSpec;
 pub use display::{PRINT_EDGE_ITEMS, PRINT_THRESHOLD};
 pub use explain::explain;
 
-use crate::autograd::AutogradMeta;
+use crate::autograd::AutogradSlot;
 use crate::backend::Src;
 use crate::device::Device;
 use crate::device_kind::DeviceKind;
@@ -56,7 +56,6 @@ use crate::layout::Layout;
 use crate::shape::Dims;
 use crate::shared::{Flag, Lock, Shared, WeakShared};
 use crate::storage::Storage;
-use alloc::boxed::Box;
 
 /// Storage and device: what `move_to_` swaps as one unit.
 #[derive(Clone)]
@@ -79,11 +78,11 @@ pub struct TensorImpl {
     requires_grad: Flag,
     placement: Lock<Placement>,
     base: Option<Tensor>,
-    autograd: Lock<Option<Box<AutogradMeta>>>,
+    autograd: Lock<AutogradSlot>,
 }
 
 impl TensorImpl {
-    pub(crate) fn take_autograd(self) -> Option<Box<AutogradMeta>> {
+    pub(crate) fn take_autograd(self) -> AutogradSlot {
         self.autograd.into_inner()
     }
 
@@ -165,7 +164,7 @@ impl TensorImpl {
             requires_grad: Flag::new(false),
             placement: Lock::new(Placement { storage, device }),
             base,
-            autograd: Lock::new(None),
+            autograd: Lock::new(AutogradSlot::EMPTY),
         }
     }
 
@@ -403,7 +402,7 @@ impl Tensor {
     pub fn grad(&self) -> Option<Tensor> {
         self.0
             .autograd
-            .with(|m| m.as_ref().and_then(|m| m.grad.clone()))
+            .with(|s| s.meta.as_ref().and_then(|m| m.grad.clone()))
     }
 
     /// The name of the op that produced this tensor in the autograd graph.
@@ -411,7 +410,7 @@ impl Tensor {
         self.grad_fn().map(|n| n.name())
     }
 
-    pub(crate) fn autograd_slot(&self) -> &Lock<Option<Box<AutogradMeta>>> {
+    pub(crate) fn autograd_slot(&self) -> &Lock<AutogradSlot> {
         &self.0.autograd
     }
 
