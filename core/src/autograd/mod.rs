@@ -207,7 +207,16 @@ impl Drop for Node {
 // on issue 17's VM, about 5 ns each in place): an unrecorded add does 18
 // (two placement read locks, three storage flags, the allocator's three
 // counters, the device handle's count, and the strong and weak counts of
-// the output's impl and storage), and recording adds about 8.
+// the output's impl and storage), and recording adds about 8. Then a
+// node took its rule into its own allocation (no `Shared<Rule>`), a
+// tensor's grad_fn moved beside its boxed `AutogradMeta` under the one
+// lock (`AutogradSlot`; recording into a fresh output allocates no
+// meta), and a dropped node leaves a rule without saved tensors in
+// place: recording now allocates one node and does about 6 atomic
+// read-modify-writes (the leaf's lock and its accumulator's count, the
+// output's lock, and on drop the node's strong and weak counts and the
+// accumulator's), and a recorded 4-element add went from 2,775 to 2,393
+// instructions (callgrind), 0.83 of candle's time on a 2-vCPU AMD EPYC.
 
 fn take_children(next: &mut Edges, stack: &mut Vec<Shared<Node>>) {
     for n in next.iter_mut().filter_map(Option::take) {
