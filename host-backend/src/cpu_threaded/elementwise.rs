@@ -578,8 +578,12 @@ fn binary_small<T: Fl>(
     }
     let rd = dst.layout.contiguous_span()?;
     let n = rd.len();
+    // The limit first: a large op walks no operand layout here.
+    if n > SMALL {
+        return None;
+    }
     let (ra, rb) = (lhs.layout.contiguous_span()?, rhs.layout.contiguous_span()?);
-    if n > SMALL || ra.len() != n || rb.len() != n {
+    if ra.len() != n || rb.len() != n {
         return None;
     }
     let name = op.name();
