@@ -12,12 +12,17 @@
 //! A block from the system is zeroed (`allocate_for_overwrite` must still
 //! hand out initialised bytes), and the system allocator zeroes a reused
 //! heap block with a memset on the allocating thread, so [`MIN_CACHED`] is
-//! low enough that the outputs of the ops the pool splits (from
-//! `DEFAULT_THRESHOLD` f32 elements, 128 KiB) and of mid-size ops below it
-//! are reused as they are: with it at 256 KiB, a 32K-element f32 add spent
-//! a third of its time zeroing its 128 KiB output (9.7 µs against 6.3 µs
-//! at 64 KiB on issue 17's 2-vCPU machine), and on 2 threads that memset
-//! also pulled the whole output into the caller's cache first.
+//! low enough that every output worth a memset is reused as it is:
+//! - at 256 KiB, a 32K-element f32 add spent a third of its time zeroing
+//!   its 128 KiB output (9.7 µs against 6.3 µs at 64 KiB on issue 17's
+//!   2-vCPU machine), and on 2 threads that memset also pulled the whole
+//!   output into the caller's cache first;
+//! - at 64 KiB, a 4096-element f32 add (16 KiB out) took 0.82-0.97 µs
+//!   against 0.65 µs at 1 KiB, and an 8192-element one 1.48 against 1.12
+//!   µs (a plain loop: 0.45 and 0.87 µs). The cached block also starts on
+//!   a cache line (NOTE [Cache-line blocks]).
+//!
+//! Below 1 KiB the memset costs less than the free lists' mutex.
 //!
 //! Reused blocks hold the bytes of their previous tensor: initialised but
 //! arbitrary, which is what [`Allocator::allocate_for_overwrite`] promises;
@@ -28,21 +33,49 @@ use kael_core::Result;
 use kael_core::allocator::{AllocStats, Allocator};
 use std::alloc::Layout;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Blocks below this size are not cached (see the module doc).
-pub const MIN_CACHED: usize = 64 * 1024;
+pub const MIN_CACHED: usize = 1024;
 /// The default cap on cached (free) bytes.
 pub const DEFAULT_CAP: usize = 1 << 30;
 
 /// The free lists, under the mutex.
 #[derive(Default)]
 struct State {
-    free: HashMap<(usize, usize), Vec<NonNull<u8>>>,
+    free: HashMap<(usize, usize), Vec<NonNull<u8>>, BuildHasherDefault<KeyHasher>>,
     cached: usize,
     hits: usize,
+}
+
+/// The free lists' hasher: a multiply-rotate over the key's two words
+/// (FxHash's step). The keys are our own size classes and alignments, so
+/// SipHash's resistance to chosen keys buys nothing, and it cost about 200
+/// instructions per lookup, two lookups per cached block's round trip.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 // NOTE [Counters outside the lock]
@@ -219,7 +252,7 @@ pub const CACHE_LINE: usize = 64;
 // vector width] in elementwise.rs): a 64-byte AVX-512 store to a block
 // that starts 16 bytes into a cache line (where the system allocator puts
 // large blocks) writes two lines, every store. Aligning the cached blocks
-// to a line costs at most 48 bytes of a block of 64 KiB or more.
+// to a line costs at most 48 bytes of a block of 1 KiB or more.
 
 fn layout_of(class: usize, align: usize) -> Layout {
     let align = if class >= HUGE_PAGE {
@@ -412,6 +445,31 @@ mod tests {
         assert_eq!(a.cache_hits(), 1);
         // SAFETY: as above.
         unsafe { a.deallocate(q, l((1 << 20) - 16)) };
+    }
+
+    #[test]
+    fn a_mid_size_block_is_reused_on_a_cache_line_with_its_old_bytes() {
+        // 16 KiB: a 4096-element f32 output, cached since MIN_CACHED is 1 KiB.
+        let a = CachingAllocator::new(1 << 28);
+        let p = a.allocate_for_overwrite(l(16 << 10)).unwrap();
+        assert_eq!(p.as_ptr() as usize % CACHE_LINE, 0);
+        // SAFETY: the block is valid for 16 KiB and ours.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0x5A, 16 << 10) };
+        // SAFETY: from `a`, same layout, not used again.
+        unsafe { a.deallocate(p, l(16 << 10)) };
+        assert_eq!(a.cached_bytes(), 16 << 10);
+        let q = a.allocate_for_overwrite(l(16 << 10)).unwrap();
+        assert_eq!((p, a.cache_hits()), (q, 1));
+        // SAFETY: valid and initialised (written above) for 16 KiB.
+        let bytes = unsafe { std::slice::from_raw_parts(q.as_ptr(), 16 << 10) };
+        assert!(
+            bytes.iter().all(|&b| b == 0x5A),
+            "an overwrite request is not zeroed again"
+        );
+        // SAFETY: as above.
+        unsafe { a.deallocate(q, l(16 << 10)) };
+        let s = a.stats();
+        assert_eq!((s.in_use, s.allocations), (0, 2));
     }
 
     #[test]
