@@ -125,6 +125,13 @@ impl Dims {
         usize::from(self.len)
     }
 
+    /// All `MAX_RANK` slots: the entries, then zeros (INVARIANT), for hot
+    /// loops whose indices the compiler then knows are in bounds.
+    #[inline]
+    pub(crate) fn padded(&self) -> &[usize; MAX_RANK] {
+        &self.dims
+    }
+
     /// The entries as a slice.
     pub fn as_slice(&self) -> &[usize] {
         // `get`, not indexing: `len <= MAX_RANK` (INVARIANT), and without

@@ -105,16 +105,21 @@ fn run(roots: Vec<(Shared<Node>, Tensor)>, opts: BackwardOptions, run: Run) -> R
                 // Without retain_graph a rule's saved tensors are freed; a
                 // rule that saved none stays, so a second backward fails
                 // only where it needs what was freed, as in PyTorch.
-                let keep = retain
-                    || node
-                        .rule
-                        .read(|r| r.as_ref().is_some_and(|r| !r.saves_tensors()));
-                let outs = if keep {
-                    node.rule
-                        .read(|r| r.as_ref().map(|rule| rule.backward(&node, g)))
-                } else {
-                    let taken = node.rule.with(Option::take);
-                    taken.map(|rule| rule.backward(&node, g))
+                // One read runs a rule that stays; `None` from it says
+                // "take the rule out first" (the rule runs outside the lock).
+                let ran = node.rule.read(|r| match r {
+                    Some(rule) if retain || !rule.saves_tensors() => {
+                        Some(Some(rule.backward(&node, g)))
+                    }
+                    Some(_) => None,
+                    None => Some(None),
+                });
+                let outs = match ran {
+                    Some(outs) => outs,
+                    None => {
+                        let taken = node.rule.with(Option::take);
+                        taken.map(|rule| rule.backward(&node, g))
+                    }
                 };
                 match outs {
                     Some(outs) => outs?,

@@ -200,8 +200,13 @@ impl Layout {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn contiguous_span(&self) -> Option<core::ops::Range<usize>> {
+        let (shape, strides) = (self.shape.padded(), self.strides.padded());
         let mut n = 1usize;
-        for (&d, &s) in self.shape.iter().zip(self.strides.iter()).rev() {
+        // Indexed over the padded arrays: no bounds checks, and none of the
+        // length bookkeeping of a reversed zip (called three times per
+        // small binary op: NOTE [Small-op path]).
+        for i in (0..self.shape.rank().min(MAX_RANK)).rev() {
+            let (d, s) = (shape[i], strides[i]);
             if d != 1 && s != n {
                 // An empty layout is contiguous whatever its strides.
                 return self.shape.contains(&0).then_some(self.offset..self.offset);

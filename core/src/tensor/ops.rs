@@ -87,7 +87,8 @@ impl Tensor {
         };
         // Equal shapes (the common case) read each operand's placement once
         // (NOTE [Small-op path]); others are broadcast to views first.
-        let out = if self.shape() == other.shape() {
+        let same_shape = self.shape() == other.shape();
+        let out = if same_shape {
             self.with_src_on(|sa, dev| other.with_src_on(|sb, dev_b| kernel(sa, dev, sb, dev_b)))?
         } else {
             // Broadcast layouts, not broadcast views: no tensor is made.
@@ -108,7 +109,7 @@ impl Tensor {
                 } else {
                     None
                 },
-                shapes: (self.shape() != other.shape())
+                shapes: (!same_shape)
                     .then(|| Box::new([self.dims().clone(), other.dims().clone()])),
             })
         })?;
