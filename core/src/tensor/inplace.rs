@@ -23,6 +23,7 @@ use crate::autograd::{self, SavedTensor, rules::Rule};
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::error::{ErrShape, Error, Result};
 use crate::shape::broadcast_shapes;
+use alloc::boxed::Box;
 
 impl Tensor {
     /// Rule 1, plus read-only storage.
@@ -106,7 +107,7 @@ impl Tensor {
                 } else {
                     None
                 },
-                other_shape: other.dims().clone(),
+                other_shape: Box::new(other.dims().clone()),
             };
             autograd::record_inplace(self, old_edge, &[other], rule);
         }

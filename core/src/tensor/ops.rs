@@ -232,7 +232,7 @@ impl Tensor {
             Ok(Rule::Where {
                 cond: self.clone(),
                 t_shape: on_true.dims().clone(),
-                f_shape: on_false.dims().clone(),
+                f_shape: Box::new(on_false.dims().clone()),
             })
         })?;
         Ok(out)

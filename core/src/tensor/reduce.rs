@@ -15,6 +15,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shape::{Dims, MAX_RANK, resolve_dim};
+use alloc::boxed::Box;
 
 /// Reduced dims after resolution: sorted and distinct.
 type DimSet = heapless::Vec<usize, MAX_RANK>;
@@ -169,7 +170,7 @@ impl Tensor {
         autograd::record(out, &[self], || {
             let (keep_shape, _) = reduced_shapes(self.shape(), dims, true)?;
             Ok(Rule::Sum {
-                keep_shape,
+                keep_shape: Box::new(keep_shape),
                 input_shape: self.dims().clone(),
                 scale,
             })
@@ -220,17 +221,17 @@ impl Tensor {
                 Rule::IndexReduce {
                     dim: dims[0],
                     indices,
-                    keep_shape,
+                    keep_shape: Box::new(keep_shape),
                     input_shape: self.dims().clone(),
                 }
             } else {
                 // amax/amin (max_dim, min_dim) and max_all/min_all: ties
                 // split the gradient evenly, as PyTorch.
                 let along = if matches!(op, "max_dim" | "min_dim") && self.rank() > 0 {
-                    Some((
+                    Some(Box::new((
                         dims[0] as isize,
                         reduced_shapes(self.shape(), &dims, true)?.0,
-                    ))
+                    )))
                 } else {
                     None
                 };
@@ -533,7 +534,7 @@ impl Tensor {
             Ok(Rule::Prod {
                 dim: dims.first().copied(),
                 x: SavedTensor::input(self),
-                keep_shape,
+                keep_shape: Box::new(keep_shape),
                 formula: prod_backward,
             })
         })?;

@@ -11,6 +11,7 @@ use crate::layout::Layout;
 use crate::shape::{Dims, resolve_dim};
 use crate::shared::Shared;
 use crate::storage::Storage;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 impl Tensor {
@@ -106,7 +107,7 @@ impl Tensor {
                     resolve_dim("transpose", dim0, self.rank())?,
                     resolve_dim("transpose", dim1, self.rank())?,
                 );
-                Ok(ViewKind::Permute(perm))
+                Ok(ViewKind::Permute(Box::new(perm)))
             },
         )
     }
@@ -157,7 +158,7 @@ impl Tensor {
                 for &d in dims {
                     perm.push(resolve_dim("permute", d, self.rank())?)?;
                 }
-                Ok(ViewKind::Permute(perm))
+                Ok(ViewKind::Permute(Box::new(perm)))
             },
         )
     }

@@ -61,8 +61,9 @@ pub enum Rule {
     },
     /// sum over dims; `keep_shape` is the keepdim output shape.
     Sum {
-        /// Keepdim shape of the output.
-        keep_shape: Dims,
+        /// Keepdim shape of the output (boxed, as every rarely recorded
+        /// `Dims` beyond one: NOTE [Rule size]).
+        keep_shape: Box<Dims>,
         /// Input shape.
         input_shape: Dims,
         /// `1/n` for mean, 1 for sum.
@@ -75,7 +76,7 @@ pub enum Rule {
         /// Indices with keepdim shape.
         indices: Tensor,
         /// Keepdim shape.
-        keep_shape: Dims,
+        keep_shape: Box<Dims>,
         /// Input shape.
         input_shape: Dims,
     },
@@ -87,7 +88,7 @@ pub enum Rule {
         /// Output.
         out: SavedTensor,
         /// For a reduction along one dim: the dim and the keepdim shape.
-        along: Option<(isize, Dims)>,
+        along: Option<Box<(isize, Dims)>>,
     },
     /// softmax along a dim.
     Softmax {
@@ -175,7 +176,7 @@ pub enum Rule {
         /// Shapes to reduce to.
         t_shape: Dims,
         /// Shapes to reduce to.
-        f_shape: Dims,
+        f_shape: Box<Dims>,
     },
     /// In-place `self op= other` (inputs: old self, other).
     InplaceBinary {
@@ -188,7 +189,7 @@ pub enum Rule {
         /// self after the op (div_).
         out: Option<SavedTensor>,
         /// other's shape.
-        other_shape: Dims,
+        other_shape: Box<Dims>,
     },
     /// prod along one dim, correct with zeros in the input (PyTorch's rule:
     /// `g * prod / x` without zeros; the product of the others at a single
@@ -199,7 +200,7 @@ pub enum Rule {
         /// The input.
         x: SavedTensor,
         /// Keepdim shape of the output.
-        keep_shape: Dims,
+        keep_shape: Box<Dims>,
         /// The formula (`tensor::reduce`), held as a pointer so that only
         /// images that call `prod` link it (NOTE [Kernel selection]: an
         /// autograd-using firmware image links every arm of
@@ -442,7 +443,7 @@ impl Rule {
                 input_shape,
                 scale,
             } => {
-                let g = g.reshape(keep_shape)?;
+                let g = g.reshape(&**keep_shape)?;
                 let g = if *scale == 1.0 {
                     g
                 } else {
@@ -460,13 +461,16 @@ impl Rule {
                 vec![Some(zeros.scatter_add(
                     *dim as isize,
                     indices,
-                    &g.reshape(keep_shape)?,
+                    &g.reshape(&**keep_shape)?,
                 )?)]
             }
             Rule::AllReduce { x, out, along } => {
                 let (x, out) = (x.unpack(node)?, out.unpack(node)?);
                 let (out, g, count_dims) = match along {
-                    Some((dim, keep)) => (out.reshape(keep)?, g.reshape(keep)?, vec![*dim]),
+                    Some(along) => {
+                        let (dim, keep) = &**along;
+                        (out.reshape(keep)?, g.reshape(keep)?, vec![*dim])
+                    }
                     None => (out, g.clone(), Vec::new()),
                 };
                 let mask = x.eq(&out)?.to_dtype(g.dtype())?;
@@ -618,7 +622,7 @@ impl Rule {
                 formula,
             } => {
                 let x = x.unpack(node)?;
-                let g = g.reshape(keep_shape)?;
+                let g = g.reshape(&**keep_shape)?;
                 let Some(d) = *dim else {
                     return Ok(vec![Some(g.reshape(x.shape())?)]);
                 };

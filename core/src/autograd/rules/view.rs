@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 #[derive(Clone, Debug)]
 pub enum ViewKind {
     /// `permute(dims)` (also transpose/t): backward permutes back.
-    Permute(Dims),
+    Permute(alloc::boxed::Box<Dims>),
     /// view/reshape/flatten/squeeze/unsqueeze: backward reshapes back.
     Reshape,
     /// expand/broadcast_to: backward sums the broadcast dims.
