@@ -21,6 +21,13 @@
 //! (candle-nn's fused op) and forward+backward (its composite, since the
 //! fused op has no backward).
 //!
+//! Last, what recording keeps alive: a chain of 16 recorded adds of 1M
+//! f32 elements, measured as the resident-memory growth of a fresh child
+//! process per library (`--retained kael|candle`), so neither library's
+//! earlier frees or caches blur the figure. candle's graph holds every
+//! op's input tensors (and so their storage); kael's, as PyTorch's, names
+//! the inputs' nodes and keeps only what a rule saved.
+//!
 //! `--quick` takes fewer repetitions and smaller sizes (CI). Threads: both use every core
 //! (candle through rayon's global pool, kael through its threaded device).
 
@@ -220,7 +227,71 @@ fn row(name: &str, kael: f64, candle: f64, unit: &str, lower_is_better: bool) {
     println!("| {name:<34} | {kael:>10.1} {unit:<7} | {candle:>10.1} {unit:<7} | {ratio:>5.2} |");
 }
 
+/// The resident set of this process, in MB (Linux; 0 elsewhere).
+fn resident_mb() -> f64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: f64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    pages * 4096.0 / 1e6
+}
+
+/// Child process: the resident growth while the output of 16 recorded
+/// adds of 1M elements is alive (then checks that backward works).
+fn retained(lib: &str) -> R<f64> {
+    use candle_core::{Device as CDevice, Tensor as CT, Var};
+    const N: usize = 1 << 20;
+    if lib == "candle" {
+        let x = Var::from_tensor(&CT::ones(N, candle_core::DType::F32, &CDevice::Cpu)?)?;
+        let c = CT::ones(N, candle_core::DType::F32, &CDevice::Cpu)?;
+        let before = resident_mb();
+        let mut y = x.as_tensor().add(&c)?;
+        for _ in 0..15 {
+            y = y.add(&c)?;
+        }
+        let grown = resident_mb() - before;
+        let grads = y.sum_all()?.backward()?;
+        if grads.get(x.as_tensor()).is_none() {
+            return Err("candle: no gradient for x".into());
+        }
+        return Ok(grown);
+    }
+    let dev = kael_host::cpu_threaded::device()?;
+    let x = Tensor::ones(&[N], DType::F32, &dev)?.requires_grad_(true)?;
+    let c = Tensor::ones(&[N], DType::F32, &dev)?;
+    let before = resident_mb();
+    let mut y = x.add(&c)?;
+    for _ in 0..15 {
+        y = y.add(&c)?;
+    }
+    let grown = resident_mb() - before;
+    y.sum_all()?.backward()?;
+    if x.grad().is_none() {
+        return Err("kael: no gradient for x".into());
+    }
+    Ok(grown)
+}
+
+/// Runs `retained` for `lib` in a fresh copy of this binary.
+fn retained_in_child(lib: &str) -> R<f64> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args(["--retained", lib])
+        .output()?;
+    if !out.status.success() {
+        return Err(format!("--retained {lib}: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+}
+
 fn main() -> R<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--retained") {
+        let lib = args.get(i + 1).map_or("kael", String::as_str);
+        println!("{:.3}", retained(lib)?);
+        return Ok(());
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
@@ -313,6 +384,13 @@ fn main() -> R<()> {
 
     // ---- issue 17's figures beside candle: small-op cost, GELU, layer_norm
     issue17_rows(quick)?;
+    row(
+        "memory kept by 16 recorded 1M adds",
+        retained_in_child("kael")?,
+        retained_in_child("candle")?,
+        "MB",
+        true,
+    );
     Ok(())
 }
 
