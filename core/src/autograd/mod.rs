@@ -255,7 +255,9 @@ fn take_children(next: &mut Edges, stack: &mut Vec<Shared<Node>>) {
         if let Some(n) = slot.take() {
             // A child with another user, or without edges (a leaf's
             // accumulator), is released in place: its count only drops,
-            // or its drop has no children to walk.
+            // or its drop has no children to walk. Should another thread
+            // drop the other handle at the same moment, this drop frees
+            // the child here, one level deeper; its own drop is iterative.
             if Shared::strong_count(&n) > 1 || n.next.is_empty() {
                 drop(n);
             } else {
