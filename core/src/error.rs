@@ -542,6 +542,13 @@ impl fmt::Display for Error {
                     "; add that bit to OPS, or use Device::cpu(), which has every op"
                 )
             }
+            Error::Unsupported {
+                op,
+                device: DeviceKind::Custom("trace"),
+            } => write!(
+                f,
+                "{op}: Plan::build cannot plan it: it computes its result on the host from tensor values, so a replay would only repeat the recorded result; call it outside the recorded function (eagerly), or on values the plan outputs"
+            ),
             Error::Unsupported { op, device } => write!(
                 f,
                 "{op}: not implemented on the {device:?} backend; move the tensor to a device that implements it (e.g. Device::cpu())"

@@ -14,6 +14,42 @@ use crate::dtype::DType;
 use crate::error::{ErrShape, Error, Result};
 use crate::layout::Layout;
 
+/// An operand as the contract checks see it: a layout, a dtype and the
+/// identity of its buffer. The eager kernels check [`Src`]s (a storage's
+/// address is its identity); a planned replay checks its steps' operands
+/// (a buffer index is): one set of checks for both (NOTE [Kernel contract
+/// checks]).
+#[derive(Debug, Clone, Copy)]
+pub struct Operand<'a> {
+    /// Where the elements are.
+    pub layout: &'a Layout,
+    /// How to read them.
+    pub dtype: DType,
+    /// The buffer: two operands with the same value share memory.
+    pub buffer: usize,
+}
+
+impl<'a> From<Src<'a>> for Operand<'a> {
+    fn from(s: Src<'a>) -> Self {
+        Operand {
+            layout: s.layout,
+            dtype: s.dtype,
+            buffer: core::ptr::from_ref(s.storage).addr(),
+        }
+    }
+}
+
+/// [`no_alias`] over [`Operand`]s.
+fn distinct(op: &'static str, srcs: &[&Operand<'_>], dst: &Operand<'_>) -> Result<()> {
+    if srcs.iter().any(|s| s.buffer == dst.buffer) {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
+        });
+    }
+    Ok(())
+}
+
 /// The destination must not share storage with any of `srcs`.
 ///
 /// # Errors
@@ -30,10 +66,7 @@ use crate::layout::Layout;
 /// ```
 pub fn no_alias(op: &'static str, srcs: &[&Src<'_>], dst: &Src<'_>) -> Result<()> {
     if srcs.iter().any(|s| core::ptr::eq(s.storage, dst.storage)) {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
-        });
+        return distinct(op, &[&Operand::from(*dst)], &Operand::from(*dst));
     }
     Ok(())
 }
@@ -149,7 +182,7 @@ fn fits(inner: &[usize], outer: &[usize], skip: Option<usize>) -> bool {
             .all(|(d, (&i, &o))| Some(d) == skip || i <= o)
 }
 
-fn indices_1d(op: &'static str, indices: &Src<'_>) -> Result<usize> {
+fn indices_1d(op: &'static str, indices: &Operand<'_>) -> Result<usize> {
     if indices.layout.rank() != 1 {
         return Err(Error::RankMismatch {
             op,
@@ -252,6 +285,19 @@ pub fn matmul(lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<MatmulShape> {
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 pub fn index_select(src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    index_select_of(src.into(), dim, indices.into(), dst.into())
+}
+
+/// [`index_select`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`index_select`].
+pub(crate) fn index_select_of(
+    src: Operand<'_>,
+    dim: usize,
+    indices: Operand<'_>,
+    dst: Operand<'_>,
+) -> Result<()> {
     const OP: &str = "index_select";
     same_dtype(OP, dst.dtype, src.dtype)?;
     check_dim(OP, dim, src.layout)?;
@@ -260,7 +306,7 @@ pub fn index_select(src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) ->
     if dst.layout.shape() != &want {
         return Err(shape_err(OP, &want, dst.layout.shape()));
     }
-    no_alias(OP, &[&src], &dst)
+    distinct(OP, &[&src], &dst)
 }
 
 /// [`Backend::gather`](super::Backend::gather)'s contract: one dtype,
@@ -284,6 +330,19 @@ pub fn index_select(src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) ->
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 pub fn gather(src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    gather_of(src.into(), dim, index.into(), dst.into())
+}
+
+/// [`gather`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`gather`].
+pub(crate) fn gather_of(
+    src: Operand<'_>,
+    dim: usize,
+    index: Operand<'_>,
+    dst: Operand<'_>,
+) -> Result<()> {
     const OP: &str = "gather";
     same_dtype(OP, dst.dtype, src.dtype)?;
     check_dim(OP, dim, src.layout)?;
@@ -294,7 +353,7 @@ pub fn gather(src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<
     if !fits(ishape, src.layout.shape(), Some(dim)) {
         return Err(shape_err(OP, src.layout.shape(), ishape));
     }
-    no_alias(OP, &[&src, &index], &dst)
+    distinct(OP, &[&src, &index], &dst)
 }
 
 /// [`Backend::index_add`](super::Backend::index_add)'s contract: a
@@ -319,6 +378,19 @@ pub fn gather(src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 pub fn index_add(dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
+    index_add_of(dst.into(), dim, indices.into(), src.into())
+}
+
+/// [`index_add`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`index_add`].
+pub(crate) fn index_add_of(
+    dst: Operand<'_>,
+    dim: usize,
+    indices: Operand<'_>,
+    src: Operand<'_>,
+) -> Result<()> {
     const OP: &str = "index_add";
     refuse_bool(OP, dst.dtype)?;
     same_dtype(OP, dst.dtype, src.dtype)?;
@@ -328,7 +400,7 @@ pub fn index_add(dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Re
     if src.layout.shape() != &want {
         return Err(shape_err(OP, &want, src.layout.shape()));
     }
-    no_alias(OP, &[&src, &indices], &dst)
+    distinct(OP, &[&src, &indices], &dst)
 }
 
 /// [`Backend::scatter_add`](super::Backend::scatter_add)'s contract: a
@@ -353,6 +425,19 @@ pub fn index_add(dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Re
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 pub fn scatter_add(dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
+    scatter_add_of(dst.into(), dim, index.into(), src.into())
+}
+
+/// [`scatter_add`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`scatter_add`].
+pub(crate) fn scatter_add_of(
+    dst: Operand<'_>,
+    dim: usize,
+    index: Operand<'_>,
+    src: Operand<'_>,
+) -> Result<()> {
     const OP: &str = "scatter_add";
     refuse_bool(OP, dst.dtype)?;
     same_dtype(OP, dst.dtype, src.dtype)?;
@@ -364,7 +449,7 @@ pub fn scatter_add(dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Re
     if !fits(ishape, dst.layout.shape(), Some(dim)) {
         return Err(shape_err(OP, dst.layout.shape(), ishape));
     }
-    no_alias(OP, &[&src, &index], &dst)
+    distinct(OP, &[&src, &index], &dst)
 }
 
 /// The reason a max/min/argmax/argmin over an empty dim is refused.
@@ -452,6 +537,19 @@ pub fn reduce(op: ReduceOp, src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Resul
 /// # Ok::<(), kael_core::Error>(())
 /// ```
 pub fn arg_reduce(op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
+    arg_reduce_of(op, src.into(), dim, dst.into())
+}
+
+/// [`arg_reduce`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`arg_reduce`].
+pub(crate) fn arg_reduce_of(
+    op: ArgReduceOp,
+    src: Operand<'_>,
+    dim: usize,
+    dst: Operand<'_>,
+) -> Result<()> {
     let name = op.name();
     reduced_shape(name, src.layout, &[dim], dst.layout)?;
     refuse_bool(name, src.dtype)?;
@@ -499,7 +597,7 @@ pub fn softmax(src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> 
 }
 
 /// `(rows, n)` of a contiguous `[rows, n]` f32 or f64 layer-norm source.
-fn norm_rows(op: &'static str, src: &Src<'_>) -> Result<(usize, usize)> {
+fn norm_rows(op: &'static str, src: &Operand<'_>) -> Result<(usize, usize)> {
     let shape = src.layout.shape();
     if shape.len() != 2 || !src.layout.is_contiguous() {
         return Err(Error::InvalidArgument {
@@ -518,7 +616,7 @@ fn norm_rows(op: &'static str, src: &Src<'_>) -> Result<(usize, usize)> {
 }
 
 /// `t` must be a contiguous operand of `shape` and `dtype`.
-fn norm_operand(op: &'static str, t: &Src<'_>, shape: &[usize], dtype: DType) -> Result<()> {
+fn norm_operand(op: &'static str, t: &Operand<'_>, shape: &[usize], dtype: DType) -> Result<()> {
     if t.layout.shape() != shape || !t.layout.is_contiguous() || t.dtype != dtype {
         return Err(Error::InvalidArgument {
             op,
@@ -555,17 +653,37 @@ pub fn layer_norm(
     dst: Dst<'_>,
     stats: Dst<'_>,
 ) -> Result<(usize, usize)> {
+    layer_norm_of(
+        src.into(),
+        weight.map(Into::into),
+        bias.map(Into::into),
+        dst.into(),
+        stats.into(),
+    )
+}
+
+/// [`layer_norm`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`layer_norm`].
+pub(crate) fn layer_norm_of(
+    src: Operand<'_>,
+    weight: Option<Operand<'_>>,
+    bias: Option<Operand<'_>>,
+    dst: Operand<'_>,
+    stats: Operand<'_>,
+) -> Result<(usize, usize)> {
     let op = "layer_norm";
     let (rows, n) = norm_rows(op, &src)?;
     for t in weight.iter().chain(bias.iter()) {
         norm_operand(op, t, &[n], src.dtype)?;
-        no_alias(op, &[t], &dst)?;
-        no_alias(op, &[t], &stats)?;
+        distinct(op, &[t], &dst)?;
+        distinct(op, &[t], &stats)?;
     }
     norm_operand(op, &dst, &[rows, n], src.dtype)?;
     norm_operand(op, &stats, &[rows, 2], src.dtype)?;
-    no_alias(op, &[&src], &dst)?;
-    no_alias(op, &[&src, &dst], &stats)?;
+    distinct(op, &[&src], &dst)?;
+    distinct(op, &[&src, &dst], &stats)?;
     Ok((rows, n))
 }
 
@@ -585,6 +703,28 @@ pub fn layer_norm_backward(
     dx: Dst<'_>,
     dwb: Dst<'_>,
 ) -> Result<(usize, usize)> {
+    layer_norm_backward_of(
+        grad.into(),
+        src.into(),
+        stats.into(),
+        weight.map(Into::into),
+        dx.into(),
+        dwb.into(),
+    )
+}
+
+/// [`layer_norm_backward`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`layer_norm_backward`].
+pub(crate) fn layer_norm_backward_of(
+    grad: Operand<'_>,
+    src: Operand<'_>,
+    stats: Operand<'_>,
+    weight: Option<Operand<'_>>,
+    dx: Operand<'_>,
+    dwb: Operand<'_>,
+) -> Result<(usize, usize)> {
     let op = "layer_norm";
     let (rows, n) = norm_rows(op, &src)?;
     norm_operand(op, &grad, &[rows, n], src.dtype)?;
@@ -595,12 +735,12 @@ pub fn layer_norm_backward(
     norm_operand(op, &dx, &[rows, n], src.dtype)?;
     norm_operand(op, &dwb, &[2, n], src.dtype)?;
     for dst in [&dx, &dwb] {
-        no_alias(op, &[&grad, &src, &stats], dst)?;
+        distinct(op, &[&grad, &src, &stats], dst)?;
         if let Some(w) = &weight {
-            no_alias(op, &[w], dst)?;
+            distinct(op, &[w], dst)?;
         }
     }
-    no_alias(op, &[&dx], &dwb)?;
+    distinct(op, &[&dx], &dwb)?;
     Ok((rows, n))
 }
 
@@ -625,7 +765,7 @@ pub fn layer_norm_backward(
 /// ```
 pub fn softmax_backward(grad: Src<'_>, out: Src<'_>, dx: Dst<'_>) -> Result<(usize, usize)> {
     let op = "softmax_backward";
-    let (rows, n) = norm_rows(op, &out)?;
+    let (rows, n) = norm_rows(op, &Operand::from(out))?;
     for t in [&grad, &dx] {
         if t.layout.shape() != out.layout.shape()
             || !t.layout.is_contiguous()

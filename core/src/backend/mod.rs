@@ -130,6 +130,15 @@ pub trait Backend: MaybeSendSync {
         Ok(())
     }
 
+    /// Told, before an op computes its result on the host from a tensor's
+    /// values (`sort`, `topk`, `nonzero`, ...: the ops with no kernel
+    /// family), which op it is. Nothing to do for a backend that runs
+    /// kernels; the plan tracer refuses such an op by name at
+    /// `Plan::build`, since a replay could not recompute it.
+    fn host_computed(&self, op: &'static str) {
+        let _ = op;
+    }
+
     /// Copies host bytes into a storage at `byte_offset`.
     ///
     /// # Errors

@@ -220,11 +220,22 @@ fn cast_from<S: Scalar>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
     let ga = src.storage.read(OP)?;
     let sa = typed::<S>(ga.bytes())?;
     let mut gd = dst.storage.write(OP)?;
-    let d = gd.bytes_mut();
-    let to = dst.dtype;
+    cast_slices((sa, src.layout), (gd.bytes_mut(), dst.dtype, dst.layout))
+}
+
+/// A cast on slices (NOTE [Slice-level kernels] in [`super::index`]):
+/// the typed source, and the destination's bytes with its dtype.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the destination's layout reaches past
+/// its bytes.
+pub(crate) fn cast_slices<S: Scalar>(
+    (sa, sl): (&[S], &Layout),
+    (d, to, dl): (&mut [u8], DType, &Layout),
+) -> Result<()> {
     let int = !S::DTYPE.is_float();
     let mut failed = false;
-    walk([dst.layout, src.layout], |[od, os]| {
+    walk([dl, sl], |[od, os]| {
         let x = sa[os];
         let w = if int {
             Wide::Int(x.as_i64())
@@ -235,7 +246,7 @@ fn cast_from<S: Scalar>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
     });
     if failed {
         return Err(Error::InvalidArgument {
-            op: OP,
+            op: "to_dtype",
             reason: "the destination storage is smaller than its layout; allocate it with the layout's reach",
         });
     }

@@ -28,7 +28,7 @@ use alloc::vec::Vec;
 
 /// A float the kernels read and write, through f64 (also the softmax
 /// backward's, `super::softmax_grad`).
-pub(super) trait NormFloat: bytemuck::Pod {
+pub(crate) trait NormFloat: bytemuck::Pod {
     fn to(self) -> f64;
     fn from_f64(v: f64) -> Self;
 }
@@ -135,8 +135,26 @@ fn forward<T: NormFloat>(
     let y = elems_mut::<T>(op, gd.bytes_mut(), &dst, total)?;
     let mut gst = stats.storage.write(op)?;
     let st = elems_mut::<T>(op, gst.bytes_mut(), &stats, rows.saturating_mul(2))?;
+    layer_norm_rows(x, w, b, eps, y, st, rows, n);
+    Ok(())
+}
+
+/// Layer norm of `rows` rows of `n` (NOTE [Slice-level kernels] in
+/// [`super::index`]): `x`, `y` hold `rows * n`, `w`, `b` `n`, `st` `2 *
+/// rows` elements, all contiguous (the contract's shapes).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm_rows<T: NormFloat>(
+    x: &[T],
+    w: Option<&[T]>,
+    b: Option<&[T]>,
+    eps: f64,
+    y: &mut [T],
+    st: &mut [T],
+    rows: usize,
+    n: usize,
+) {
     if n == 0 {
-        return Ok(());
+        return;
     }
     for r in 0..rows {
         let xr = &x[r * n..(r + 1) * n];
@@ -160,7 +178,6 @@ fn forward<T: NormFloat>(
         st[2 * r] = T::from_f64(mean);
         st[2 * r + 1] = T::from_f64(rstd);
     }
-    Ok(())
 }
 
 /// The reference [`Backend::layer_norm_backward`](crate::backend::Backend::layer_norm_backward).
@@ -217,6 +234,27 @@ fn backward<T: NormFloat>(
             available: None,
         })?;
     sums.resize(2 * n, 0.0f64);
+    let mut gdwb = dwb.storage.write(op)?;
+    let out = elems_mut::<T>(op, gdwb.bytes_mut(), &dwb, 2 * n)?;
+    layer_norm_backward_rows([g, x, st], w, d, out, &mut sums, rows, n);
+    Ok(())
+}
+
+/// Layer norm's backward over `rows` rows of `n` (NOTE [Slice-level
+/// kernels] in [`super::index`]): `[grad, src, stats]`, `w`, then `d`
+/// (`rows * n`), `dwb` (`2 * n`) and the f64 scratch `sums` (`2 * n`,
+/// zeroed here).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm_backward_rows<T: NormFloat>(
+    [g, x, st]: [&[T]; 3],
+    w: Option<&[T]>,
+    d: &mut [T],
+    dwb: &mut [T],
+    sums: &mut [f64],
+    rows: usize,
+    n: usize,
+) {
+    sums.fill(0.0);
     for r in 0..rows {
         let (mean, rstd) = (st[2 * r].to(), st[2 * r + 1].to());
         let (gr, xr) = (&g[r * n..(r + 1) * n], &x[r * n..(r + 1) * n]);
@@ -236,10 +274,7 @@ fn backward<T: NormFloat>(
             *o = T::from_f64(rstd * (gh - m1 - xh * m2));
         }
     }
-    let mut gdwb = dwb.storage.write(op)?;
-    let out = elems_mut::<T>(op, gdwb.bytes_mut(), &dwb, 2 * n)?;
-    for (o, s) in out.iter_mut().zip(&sums) {
+    for (o, s) in dwb.iter_mut().zip(sums.iter()) {
         *o = T::from_f64(*s);
     }
-    Ok(())
 }

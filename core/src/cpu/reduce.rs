@@ -318,51 +318,53 @@ pub fn arg_reduce_in<const DTYPES: u16>(
 ) -> Result<()> {
     let name = op.name();
     contract::arg_reduce(op, src, dim, dst)?;
-    let len = src.layout.shape()[dim];
-    let mut out = scratch(dst.layout.numel(), 0i64)?;
-    let rows = rows_of(src.layout, dim);
-    let step = src.layout.strides()[dim];
-    {
-        let g = src.storage.read(name)?;
-        dispatch_in!(DTYPES, name, src.dtype, T => {
-            let s = typed::<T>(g.bytes())?;
-            arg_rows(op, s, &rows, len, step, &mut out);
-            Ok::<(), Error>(())
-        })?;
-    }
-    store::<i64, { dtypes::I64 }>(name, &out, dst)
+    let g = src.storage.read(name)?;
+    let mut gd = dst.storage.write(name)?;
+    let d = typed_mut::<i64>(gd.bytes_mut())?;
+    dispatch_in!(DTYPES, name, src.dtype, T => {
+        let s = typed::<T>(g.bytes())?;
+        arg_reduce_slices(op, (s, src.layout), dim, (d, dst.layout));
+        Ok(())
+    })
 }
 
-fn arg_rows<T: Scalar>(
+/// [`arg_reduce`] on slices (NOTE [Slice-level kernels] in
+/// [`super::index`]): the contract has been checked by the caller.
+pub(crate) fn arg_reduce_slices<T: Scalar>(
     op: ArgReduceOp,
-    s: &[T],
-    rows: &Layout,
-    len: usize,
-    step: usize,
-    out: &mut [i64],
+    (s, sl): (&[T], &Layout),
+    dim: usize,
+    (d, dl): (&mut [i64], &Layout),
 ) {
-    let mut i = 0;
-    walk([rows], |[base]| {
-        let mut best = s[base];
-        let mut idx = 0;
-        for k in 1..len {
-            if best.is_nan() {
-                break;
-            }
-            let x = s[base + k * step];
-            let better = x.is_nan()
-                || match op {
-                    ArgReduceOp::ArgMax => x > best,
-                    ArgReduceOp::ArgMin => x < best,
-                };
-            if better {
-                best = x;
-                idx = k;
-            }
-        }
-        out[i] = idx as i64;
-        i += 1;
+    let len = sl.shape()[dim];
+    let rows = rows_of(sl, dim);
+    let step = sl.strides()[dim];
+    walk([&rows, dl], |[base, od]| {
+        d[od] = arg_row(op, s, base, len, step);
     });
+}
+
+/// The index of the first max/min (or NaN) of one row.
+#[inline]
+fn arg_row<T: Scalar>(op: ArgReduceOp, s: &[T], base: usize, len: usize, step: usize) -> i64 {
+    let mut best = s[base];
+    let mut idx = 0;
+    for k in 1..len {
+        if best.is_nan() {
+            break;
+        }
+        let x = s[base + k * step];
+        let better = x.is_nan()
+            || match op {
+                ArgReduceOp::ArgMax => x > best,
+                ArgReduceOp::ArgMin => x < best,
+            };
+        if better {
+            best = x;
+            idx = k;
+        }
+    }
+    idx as i64
 }
 
 /// Softmax or log-softmax along `dim`, computed in f64 for every float

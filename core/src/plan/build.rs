@@ -17,6 +17,7 @@
 use super::format::{self, ARENA_ALIGN, HEADER, MAGIC, MAX_BINDINGS, VERSION, kernel, place};
 use super::trace::{Accumulation, Kernel, Operand, Recording};
 use super::{Binding, Plan, Role};
+use crate::backend::ArgReduceOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use alloc::vec;
@@ -97,17 +98,10 @@ impl Plan {
             for (k, o) in c.operands.iter().enumerate() {
                 first[o.buf] = first[o.buf].min(i);
                 last[o.buf] = i;
-                if k + 1 == c.operands.len() {
+                if k + c.kernel.outputs() >= c.operands.len() {
                     written[o.buf] = true;
                 }
-                if o.dtype != DType::F32
-                    && o.dtype != DType::Bool
-                    && !matches!(c.kernel, Kernel::Write(..))
-                {
-                    return Err(refuse(
-                        "the recorded function uses a dtype other than f32 and bool; plans replay f32 models",
-                    ));
-                }
+                check_dtype(&c.kernel, o.dtype)?;
             }
         }
         let mut places = vec![Place::Unused; bufs.len()];
@@ -254,6 +248,37 @@ impl Plan {
                     (kernel::SOFTMAX, vec![word(*dim)?, u32::from(*log)], None)
                 }
                 Kernel::Write(off, _) => (kernel::WRITE, vec![word(*off)?, 0, 0], None),
+                Kernel::Cast => (kernel::CAST, vec![], None),
+                Kernel::ArgReduce(op, dim) => (
+                    kernel::ARG_REDUCE,
+                    vec![u32::from(*op == ArgReduceOp::ArgMin), word(*dim)?],
+                    None,
+                ),
+                Kernel::Index(code, dim) => (*code, vec![word(*dim)?], None),
+                Kernel::LayerNorm(eps, w, b) => {
+                    let bits = eps.to_bits();
+                    let p = vec![
+                        bits as u32,
+                        (bits >> 32) as u32,
+                        u32::from(*w),
+                        u32::from(*b),
+                    ];
+                    (kernel::LAYER_NORM, p, None)
+                }
+                Kernel::LayerNormBackward(w) => {
+                    // `sums`: 2n f64 (dwb is `[2, n]`, the last operand).
+                    let n = c.operands.last().map_or(0, |o| o.layout.numel() / 2);
+                    let s = bufs.len() + extra_sizes.len();
+                    extra_sizes.push(
+                        n.checked_mul(16)
+                            .ok_or_else(|| refuse("a layer norm is too large"))?,
+                    );
+                    (
+                        kernel::LAYER_NORM_BACKWARD,
+                        vec![u32::from(*w), word(s)?],
+                        Some(s),
+                    )
+                }
             };
             steps.push(Planned {
                 data: match &c.kernel {
@@ -589,6 +614,34 @@ fn flat_operands(s: &Planned<'_>) -> Result<Option<Vec<u32>>> {
         _ => return Ok(None),
     }
     Ok(Some(w))
+}
+
+/// Whether a plan can replay `kernel` on `dtype`: the slice-level
+/// families (NOTE [Slice-level kernels] in `cpu::index`) take every dtype
+/// a plan carries, copies also i64 and i32, the other kernels f32 and
+/// bool masks.
+fn check_dtype(kernel: &Kernel, dtype: DType) -> Result<()> {
+    let ok = match kernel {
+        Kernel::Write(..) => true,
+        Kernel::Cast
+        | Kernel::ArgReduce(..)
+        | Kernel::Index(..)
+        | Kernel::LayerNorm(..)
+        | Kernel::LayerNormBackward(_) => format::dtype_code(dtype).is_some(),
+        Kernel::Copy => matches!(dtype, DType::F32 | DType::Bool | DType::I64 | DType::I32),
+        _ => matches!(dtype, DType::F32 | DType::Bool),
+    };
+    if ok {
+        Ok(())
+    } else if format::dtype_code(dtype).is_none() {
+        Err(refuse(
+            "the recorded function uses a dtype a plan does not carry (f64, f16, bf16, i16, i8); plans replay f32 models with bool masks and i64/i32 indices",
+        ))
+    } else {
+        Err(refuse(
+            "the recorded function runs elementwise, reduction or matmul kernels on integer tensors; plans run those on f32 (and bool masks): compute integer values outside the recorded function, or cast them to f32",
+        ))
+    }
 }
 
 fn push_bytes(w: &mut Vec<u32>, data: &[u8]) {

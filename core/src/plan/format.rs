@@ -72,6 +72,25 @@ pub(crate) mod kernel {
     /// The fused softmax backward of `[rows, n]` operands (grad, out, dx);
     /// params: 1 for log-softmax (0 for softmax).
     pub(crate) const SOFTMAX_BACKWARD: u32 = 11;
+    /// `dst = src as dst.dtype` (any two of the plan's dtypes).
+    pub(crate) const CAST: u32 = 12;
+    /// argmax/argmin into an `I64` destination; params: 0 for argmax (1
+    /// for argmin), the dimension.
+    pub(crate) const ARG_REDUCE: u32 = 13;
+    /// `[src, index, dst]`; params: the dimension.
+    pub(crate) const INDEX_SELECT: u32 = 14;
+    /// `[src, index, dst]`; params: the dimension.
+    pub(crate) const GATHER: u32 = 15;
+    /// `[index, src, dst]`, dst read and written; params: the dimension.
+    pub(crate) const INDEX_ADD: u32 = 16;
+    /// `[index, src, dst]`, dst read and written; params: the dimension.
+    pub(crate) const SCATTER_ADD: u32 = 17;
+    /// The fused layer norm, `[src, weight?, bias?, dst, stats]`; params:
+    /// eps as f64 bits (two words), then 1 when weight (bias) is there.
+    pub(crate) const LAYER_NORM: u32 = 18;
+    /// Its backward, `[grad, src, stats, weight?, dx, dwb]`; params: 1 when
+    /// the weight is there, then an arena scratch buffer of `2n` f64.
+    pub(crate) const LAYER_NORM_BACKWARD: u32 = 19;
     /// Flag on COPY, UNARY, BINARY and MATMUL: the operands are f32 and
     /// flat, at most two dimensions with per-operand strides (NOTE [Plan
     /// words]); the builder writes this form whenever the layouts allow,
@@ -85,6 +104,8 @@ pub(crate) fn dtype_code(d: DType) -> Option<u32> {
         DType::F32 => Some(0),
         DType::Bool => Some(1),
         DType::U8 => Some(2),
+        DType::I64 => Some(3),
+        DType::I32 => Some(4),
         _ => None,
     }
 }
@@ -94,6 +115,8 @@ fn dtype_of(code: u32) -> Option<DType> {
         0 => Some(DType::F32),
         1 => Some(DType::Bool),
         2 => Some(DType::U8),
+        3 => Some(DType::I64),
+        4 => Some(DType::I32),
         _ => None,
     }
 }
@@ -229,6 +252,24 @@ pub(crate) struct Step<'a> {
 }
 
 impl Step<'_> {
+    /// The first `n` (at most 6) operands, decoded into the front of the
+    /// array (a step whose operand count its parameters give).
+    pub(crate) fn operands_n(&self, n: usize) -> Result<[Opnd; 6]> {
+        let mut out: [Opnd; 6] = core::array::from_fn(|_| Opnd {
+            buf: usize::MAX,
+            dtype: DType::U8,
+            layout: Layout::from_dims(Dims::new(), Dims::new(), 0),
+        });
+        if self.n_operands != n || n > 6 {
+            return Err(corrupt("a step has the wrong number of operands"));
+        }
+        let mut at = 0usize;
+        for o in out.iter_mut().take(n) {
+            at += decode_operand(self.operand_words.get(at..).unwrap_or(&[]), o)?;
+        }
+        Ok(out)
+    }
+
     /// The operands, in order (sources, then the destination).
     pub(crate) fn operands<const N: usize>(&self) -> Result<[Opnd; N]> {
         if self.n_operands != N {
@@ -649,9 +690,12 @@ impl<'a> PlanRef<'a> {
             }
             (WRITE, 3) => {}
             (SOFTMAX_BACKWARD, 1) | (SOFTMAX, 2) => {}
+            (CAST, 0) | (ARG_REDUCE, 2) | (LAYER_NORM, 4) | (LAYER_NORM_BACKWARD, 2) => {}
+            (INDEX_SELECT..=SCATTER_ADD, 1) => {}
             _ => return Err(corrupt("a step has an unknown kernel or parameter count")),
         }
         match s.kernel {
+            CAST..=LAYER_NORM_BACKWARD => self.validate_family(s),
             FILL | ZERO => {
                 let [d] = s.operands::<1>()?;
                 self.check_operands(s.kernel, 0, &[], &d)
@@ -727,6 +771,75 @@ impl<'a> PlanRef<'a> {
             }
             self.check_operands(s.kernel, 0, &[&a], &d)
         }
+    }
+
+    /// A step of the families that run the reference kernels on slices
+    /// (NOTE [Slice-level kernels] in `cpu::index`): every operand's reach
+    /// inside its buffer, writable destinations disjoint from every other
+    /// operand, and the work bounded by the step's largest buffer (NOTE
+    /// [Bounded steps]). Shapes, dims and dtypes are the kernel contract's
+    /// (`backend::contract`), checked once by [`Replayer::new`] for the
+    /// families it links, so an image without them links no such checks.
+    ///
+    /// [`Replayer::new`]: super::Replayer::new
+    #[inline(never)]
+    fn validate_family(&self, s: &Step<'_>) -> Result<()> {
+        let (n, outs) =
+            family_arity(s).ok_or_else(|| corrupt("a step has the wrong number of operands"))?;
+        if s.n_operands != n {
+            return Err(corrupt("a step has the wrong number of operands"));
+        }
+        let all = s.operands_n(n)?;
+        let ops = all
+            .get(..n)
+            .ok_or_else(|| corrupt("a step has the wrong number of operands"))?;
+        let most = ops.iter().try_fold(0usize, |m, o| {
+            Ok::<_, Error>(m.max(self.buffer(o.buf)?.nbytes / o.dtype.size_in_bytes()))
+        })?;
+        for (i, o) in ops.iter().enumerate() {
+            let e = self.buffer(o.buf)?;
+            let reach = if o.layout.numel() == 0 {
+                Some(0)
+            } else {
+                checked_reach(&o.layout).and_then(|r| r.checked_mul(o.dtype.size_in_bytes()))
+            };
+            if reach.is_none_or(|r| r > e.nbytes) {
+                return Err(corrupt("an operand's layout reaches past its buffer"));
+            }
+            if o.layout.numel() > most {
+                return Err(corrupt(BOUNDED));
+            }
+            if i + outs >= n {
+                self.check_writable(e)?;
+                for (j, other) in ops.iter().enumerate() {
+                    let oe = self.buffer(other.buf)?;
+                    let shared = other.buf == o.buf
+                        || (e.place == place::ARENA && oe.place == place::ARENA && overlaps(e, oe));
+                    if j != i && shared {
+                        return Err(corrupt(
+                            "a step reads its destination other than exactly in place",
+                        ));
+                    }
+                }
+            }
+        }
+        if s.kernel == kernel::LAYER_NORM_BACKWARD {
+            let scratch = self.buffer(s.params[1] as usize)?;
+            let cols = ops[n - 1].layout.shape().last().copied().unwrap_or(0);
+            let need = cols.checked_mul(16);
+            if scratch.place != place::ARENA || need.is_none_or(|x| x > scratch.nbytes) {
+                return Err(corrupt(
+                    "a layer norm's scratch buffer is missing or too small",
+                ));
+            }
+            for o in ops {
+                let e = self.buffer(o.buf)?;
+                if e.place == place::ARENA && overlaps(e, scratch) {
+                    return Err(corrupt("a layer norm's scratch overlaps an operand"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A flat step (NOTE [Plan words]): its op, the reach of each f32
@@ -993,6 +1106,19 @@ impl<'a> PlanRef<'a> {
         }
         Ok(())
     }
+}
+
+/// The operand count and how many of them (at the end) are written, of
+/// a step of the slice-level families, from its kernel and parameters.
+pub(crate) fn family_arity(s: &Step<'_>) -> Option<(usize, usize)> {
+    let flag = |i: usize| s.params.get(i).map(|&p| usize::from(p != 0));
+    Some(match s.kernel {
+        kernel::CAST | kernel::ARG_REDUCE => (2, 1),
+        kernel::INDEX_SELECT..=kernel::SCATTER_ADD => (3, 1),
+        kernel::LAYER_NORM => (3 + flag(2)? + flag(3)?, 2),
+        kernel::LAYER_NORM_BACKWARD => (5 + flag(0)?, 2),
+        _ => return None,
+    })
 }
 
 /// Whether two arena buffers share a byte.

@@ -22,6 +22,8 @@
 //! pointer as its destination, so no reference ever aliases a write.
 
 use super::Role;
+#[path = "replay_family.rs"]
+mod family;
 use super::format::{
     ARENA_ALIGN, MAX_BINDINGS, PlanRef, Step, View, decode_unary, fused_ops, kernel, place,
 };
@@ -183,6 +185,9 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
                     });
                 }
             }
+            if OPS & family::BITS != 0 {
+                family::check::<OPS>(&s)?;
+            }
             Ok(())
         })?;
         Ok(Self {
@@ -298,7 +303,7 @@ fn step_bits(s: &Step<'_>) -> Result<[(u128, &'static str); 3]> {
                 un.map_or(NONE, |u| (u.bit(), u.name())),
             ]
         }
-        _ => one(NONE),
+        _ => one(family::family_bit(s).unwrap_or(NONE)),
     })
 }
 
@@ -559,10 +564,12 @@ impl Mem<'_, '_> {
                 }
                 kernel::COPY if STRIDED && OPS & ops::COPY != 0 => {
                     let v @ [_, d] = s.views::<2>()?;
-                    if d.dtype == F32 {
-                        map::<f32>(&v, self.ptrs(&v)?, |x| x);
-                    } else {
-                        map::<u8>(&v, self.ptrs(&v)?, |x| x);
+                    // Copies move bits: an i32 as an f32 word, an i64 as
+                    // two words (its constants are only word-aligned).
+                    match d.dtype {
+                        F32 | I32 => map::<f32>(&v, self.ptrs(&v)?, |x| x),
+                        I64 => map::<[u32; 2]>(&v, self.ptrs(&v)?, |x| x),
+                        _ => map::<u8>(&v, self.ptrs(&v)?, |x| x),
                     }
                 }
                 kernel::UNARY if STRIDED && OPS & ops::UNARY != 0 => {
@@ -620,6 +627,9 @@ impl Mem<'_, '_> {
                 kernel::SOFTMAX if OPS & ops::SOFTMAX != 0 => self.softmax::<F32_ACC>(s)?,
                 kernel::SOFTMAX_BACKWARD if OPS & ops::SOFTMAX_BACKWARD != 0 => {
                     self.softmax_backward(s)?;
+                }
+                kernel::CAST..=kernel::LAYER_NORM_BACKWARD if OPS & family::BITS != 0 => {
+                    self.family::<OPS>(s)?;
                 }
                 // A kernel this replayer was built without (`new` refused
                 // such plans) links no code.
@@ -775,6 +785,8 @@ impl Mem<'_, '_> {
 /// The plan's dtype codes the kernels tell apart (format.rs `dtype_code`).
 const F32: u32 = 0;
 const BOOL: u32 = 1;
+const I64: u32 = 3;
+const I32: u32 = 4;
 
 /// The destination's shape (the last view).
 fn d_shape<'a, const N: usize>(v: &[View<'a>; N]) -> &'a [u32] {

@@ -11,6 +11,7 @@
 //! frozen weight). A freed address that is allocated again is a new buffer,
 //! so reuse by the allocator never merges two tensors.
 
+use super::format::kernel;
 use crate::allocator::{AllocStats, Allocator};
 use crate::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
 use crate::cpu::CpuBackend;
@@ -69,6 +70,30 @@ pub(crate) enum Kernel {
     /// Host bytes written into the destination's storage at a byte offset
     /// (a tensor made from data while recording: a constant of the plan).
     Write(usize, Vec<u8>),
+    /// `dst = src as dst.dtype`.
+    Cast,
+    /// Index of the max/min along a dimension (`I64` destination).
+    ArgReduce(ArgReduceOp, usize),
+    /// An indexing family (its plan code) along a dimension: operands
+    /// `[src, index, dst]` to select and gather, `[index, src, dst]` (dst
+    /// read and written) to add and scatter.
+    Index(u32, usize),
+    /// The fused layer norm: `[src, weight?, bias?, dst, stats]`, with
+    /// eps and whether weight and bias are there.
+    LayerNorm(f64, bool, bool),
+    /// Its backward: `[grad, src, stats, weight?, dx, dwb]`, with whether
+    /// the weight is there.
+    LayerNormBackward(bool),
+}
+
+impl Kernel {
+    /// How many operands, at the end, the kernel writes.
+    pub(crate) fn outputs(&self) -> usize {
+        match self {
+            Kernel::LayerNorm(..) | Kernel::LayerNormBackward(_) => 2,
+            _ => 1,
+        }
+    }
 }
 
 /// One operand of a recorded kernel.
@@ -349,11 +374,12 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
 
     fn cast(&self, src: Src<'_>, dst: Dst<'_>) -> Result<()> {
         let r = self.inner.cast(src, dst);
-        if src.dtype == dst.dtype {
-            return self.run(Kernel::Copy, &[src, dst], r);
-        }
-        self.refuse("to_dtype");
-        r
+        let k = if src.dtype == dst.dtype {
+            Kernel::Copy
+        } else {
+            Kernel::Cast
+        };
+        self.run(k, &[src, dst], r)
     }
 
     fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {
@@ -396,8 +422,8 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
     }
 
     fn arg_reduce(&self, op: ArgReduceOp, src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
-        self.refuse(op.name());
-        self.inner.arg_reduce(op, src, dim, dst)
+        let r = self.inner.arg_reduce(op, src, dim, dst);
+        self.run(Kernel::ArgReduce(op, dim), &[src, dst], r)
     }
 
     fn softmax(&self, src: Src<'_>, dim: usize, log: bool, dst: Dst<'_>) -> Result<()> {
@@ -410,9 +436,55 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
         self.run(Kernel::SoftmaxBackward(log), &[grad, out, dx], r)
     }
 
-    // The other fused families (`layer_norm`) are left out: the tensor
-    // layer composes them from the primitives above, which the plan
-    // records (NOTE [Fused families]).
+    fn layer_norm(
+        &self,
+        src: Src<'_>,
+        weight: Option<Src<'_>>,
+        bias: Option<Src<'_>>,
+        eps: f64,
+        dst: Dst<'_>,
+        stats: Dst<'_>,
+    ) -> Result<()> {
+        let r = self.inner.layer_norm(src, weight, bias, eps, dst, stats);
+        let mut ops: heapless::Vec<Src<'_>, 5> = heapless::Vec::new();
+        for o in [Some(src), weight, bias, Some(dst), Some(stats)]
+            .into_iter()
+            .flatten()
+        {
+            let _ = ops.push(o);
+        }
+        let k = Kernel::LayerNorm(eps, weight.is_some(), bias.is_some());
+        self.run(k, &ops, r)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        grad: Src<'_>,
+        src: Src<'_>,
+        stats: Src<'_>,
+        weight: Option<Src<'_>>,
+        dx: Dst<'_>,
+        dwb: Dst<'_>,
+    ) -> Result<()> {
+        let r = self
+            .inner
+            .layer_norm_backward(grad, src, stats, weight, dx, dwb);
+        let mut ops: heapless::Vec<Src<'_>, 6> = heapless::Vec::new();
+        for o in [
+            Some(grad),
+            Some(src),
+            Some(stats),
+            weight,
+            Some(dx),
+            Some(dwb),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let _ = ops.push(o);
+        }
+        self.run(Kernel::LayerNormBackward(weight.is_some()), &ops, r)
+    }
 
     fn matmul(&self, lhs: Src<'_>, rhs: Src<'_>, dst: Dst<'_>) -> Result<()> {
         let r = self.inner.matmul(lhs, rhs, dst);
@@ -420,23 +492,30 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
     }
 
     fn index_select(&self, src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        self.refuse("index_select");
-        self.inner.index_select(src, dim, indices, dst)
+        let r = self.inner.index_select(src, dim, indices, dst);
+        let k = Kernel::Index(kernel::INDEX_SELECT, dim);
+        self.run(k, &[src, indices, dst], r)
     }
 
     fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        self.refuse("gather");
-        self.inner.gather(src, dim, index, dst)
+        let r = self.inner.gather(src, dim, index, dst);
+        self.run(Kernel::Index(kernel::GATHER, dim), &[src, index, dst], r)
     }
 
     fn index_add(&self, dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
-        self.refuse("index_add");
-        self.inner.index_add(dst, dim, indices, src)
+        let r = self.inner.index_add(dst, dim, indices, src);
+        let k = Kernel::Index(kernel::INDEX_ADD, dim);
+        self.run(k, &[indices, src, dst], r)
     }
 
     fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
-        self.refuse("scatter_add");
-        self.inner.scatter_add(dst, dim, index, src)
+        let r = self.inner.scatter_add(dst, dim, index, src);
+        let k = Kernel::Index(kernel::SCATTER_ADD, dim);
+        self.run(k, &[index, src, dst], r)
+    }
+
+    fn host_computed(&self, op: &'static str) {
+        self.refuse(op);
     }
 }
 

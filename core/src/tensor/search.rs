@@ -35,6 +35,7 @@ enum Keys {
 
 impl Keys {
     fn read(op: &'static str, t: &Tensor) -> Result<Keys> {
+        t.device().backend().host_computed(op);
         autograd::no_grad(|| -> Result<Keys> {
             Ok(if t.dtype().is_float() {
                 Keys::Float(t.to_dtype(DType::F64)?.to_vec::<f64>()?)

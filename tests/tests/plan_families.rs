@@ -1,0 +1,231 @@
+//! Plans of every kernel family the reference backend runs in f32
+//! (NOTE [Slice-level kernels]): casts, argmax/argmin, the index ops and
+//! the fused layer norm, each replayed bit for bit against eager
+//! execution on the tracing device, and a training step with an
+//! embedding, a cross-entropy (`gather`) and a layer norm replayed for 100
+//! steps against eager training.
+
+use kael_core::nn::functional::{embedding, layer_norm};
+use kael_core::nn::{Reduction, cross_entropy};
+use kael_core::optim::{Optimizer, Sgd, SgdConfig};
+use kael_core::plan::{Accumulation, Bind, Binding, Plan, Tracer};
+use kael_core::{DType, Error, Result, Rng, Tensor};
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn grad(t: &Tensor) -> Result<Tensor> {
+    t.grad().ok_or(Error::Autograd {
+        op: "test",
+        reason: "no grad",
+    })
+}
+
+#[test]
+fn every_family_replays_the_eager_bits() -> Result<()> {
+    for acc in [Accumulation::F64, Accumulation::F32] {
+        let tracer = Tracer::new(acc);
+        let dev = tracer.device();
+        let mut rng = Rng::new(7);
+        let x = Tensor::randn(&[4, 6], DType::F32, &dev, &mut rng)?;
+        let table = Tensor::randn(&[5, 6], DType::F32, &dev, &mut rng)?.requires_grad_(true)?;
+        let w = Tensor::randn(&[6], DType::F32, &dev, &mut rng)?.requires_grad_(true)?;
+        let b = Tensor::randn(&[6], DType::F32, &dev, &mut rng)?.requires_grad_(true)?;
+        let ids = Tensor::from_slice(&[3i64, 0, 3, 1], &[4], &dev)?;
+        let cols = Tensor::from_slice(&[2i32, 5, 0, 1], &[4, 1], &dev)?;
+        let ((y, am, picked, dt, dw, db), rec) = tracer.record(|| {
+            // index_select (embedding), the fused layer norm, gather,
+            // argmax and a cast.
+            let h = embedding(&ids, &table, None)?.add(&x)?;
+            let n = layer_norm(&h, &[6], Some(&w), Some(&b), 1e-5)?;
+            let picked = n.gather(1, &cols)?;
+            let am = n.argmax(1, true)?.to_dtype(DType::F32)?;
+            let y = n.tanh()?;
+            // Backward: scatter_add (gather's), the fused layer norm
+            // backward, index_add (embedding's).
+            picked.sum_all()?.add(&y.sqr()?.sum_all()?)?.backward()?;
+            // (dw and db are views of the fused backward's one [2, n] result.)
+            let own = |t: Tensor| t.deep_clone();
+            Ok((
+                y,
+                am,
+                picked,
+                grad(&table)?,
+                own(grad(&w)?)?,
+                own(grad(&b)?)?,
+            ))
+        })?;
+        let names = ["y", "am", "picked", "dt", "dw", "db"];
+        let outs = [&y, &am, &picked, &dt, &dw, &db];
+        let mut binds = vec![Binding::input("x", &x)];
+        binds.extend(names.iter().zip(outs).map(|(n, t)| Binding::output(n, t)));
+        let plan = Plan::build(&rec, &binds)?;
+        let mut got: Vec<Vec<f32>> = outs.iter().map(|t| vec![0.0; t.numel()]).collect();
+        let mut arena = vec![0u128; plan.arena_bytes().div_ceil(16)];
+        let xv = x.to_vec::<f32>()?;
+        let mut bs = vec![Bind::input("x", &xv)];
+        for (n, g) in names.iter().zip(got.iter_mut()) {
+            bs.push(Bind::output(n, g));
+        }
+        plan.run(bytemuck::cast_slice_mut(&mut arena), &mut bs)?;
+        for ((n, t), g) in names.iter().zip(outs).zip(&got) {
+            assert_eq!(bits(g), bits(&t.to_vec::<f32>()?), "{n} ({acc:?})");
+        }
+        // The plan really holds the families (none composed away).
+        let ops = plan.as_ref().ops()?;
+        use kael_core::cpu::ops as k;
+        for bit in [
+            k::INDEX_SELECT,
+            k::INDEX_ADD,
+            k::GATHER,
+            k::SCATTER_ADD,
+            k::ARG_REDUCE,
+            k::CAST,
+            k::LAYER_NORM,
+        ] {
+            assert_ne!(ops & bit, 0, "{bit:#x} not in the plan");
+        }
+    }
+    Ok(())
+}
+
+/// A small language-model step: embedding, layer norm, a linear head,
+/// cross-entropy, SGD. Returns the loss.
+struct Lm {
+    table: Tensor,
+    w: Tensor,
+    b: Tensor,
+    head: Tensor,
+}
+
+impl Lm {
+    fn params(&self) -> Vec<Tensor> {
+        vec![
+            self.table.clone(),
+            self.w.clone(),
+            self.b.clone(),
+            self.head.clone(),
+        ]
+    }
+
+    fn loss(&self, ids: &Tensor, targets: &Tensor) -> Result<Tensor> {
+        let h = embedding(ids, &self.table, None)?;
+        let n = layer_norm(&h, &[8], Some(&self.w), Some(&self.b), 1e-5)?;
+        let logits = n.matmul(&self.head)?;
+        cross_entropy(&logits, targets, Reduction::Mean, None)
+    }
+}
+
+#[test]
+fn a_language_model_training_step_replays_100_steps_bit_for_bit() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let mut rng = Rng::new(11);
+    let mut leaf = |shape: &[usize], scale: f32| -> Result<Tensor> {
+        Tensor::randn(shape, DType::F32, &dev, &mut rng)?
+            .mul_scalar(f64::from(scale))?
+            .deep_clone()?
+            .requires_grad_(true)
+    };
+    let lm = Lm {
+        table: leaf(&[10, 8], 1.0)?,
+        w: leaf(&[8], 0.1)?
+            .add_scalar(1.0)?
+            .detach()?
+            .requires_grad_(true)?,
+        b: leaf(&[8], 0.1)?,
+        head: leaf(&[8, 10], 0.3)?,
+    };
+    let ids = Tensor::from_slice(&[1i64, 4, 4, 7, 2, 9], &[6], &dev)?;
+    let targets = Tensor::from_slice(&[4i64, 4, 7, 2, 9, 1], &[6], &dev)?;
+    let mut opt = Sgd::new(
+        lm.params(),
+        SgdConfig {
+            lr: 0.5,
+            ..Default::default()
+        },
+    )?;
+    let initial: Vec<Vec<f32>> = lm
+        .params()
+        .iter()
+        .map(|p| p.to_vec::<f32>())
+        .collect::<Result<_>>()?;
+    let mut step = || -> Result<Tensor> {
+        opt.zero_grad();
+        let loss = lm.loss(&ids, &targets)?;
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss)
+    };
+    let (loss, rec) = tracer.record(&mut step)?;
+    let names = ["table", "w", "b", "head"];
+    let params = lm.params();
+    let mut binds = vec![Binding::output("loss", &loss)];
+    binds.extend(names.iter().zip(&params).map(|(n, p)| Binding::state(n, p)));
+    let plan = Plan::build(&rec, &binds)?;
+    let mut arena = vec![0u128; plan.arena_bytes().div_ceil(16)];
+    let mut state = initial;
+    let mut eager_loss = loss.to_vec::<f32>()?;
+    let mut first_and_last = (0.0f32, 0.0f32);
+    for k in 0..100 {
+        if k > 0 {
+            eager_loss = step()?.to_vec::<f32>()?;
+        }
+        let mut l = [0.0f32];
+        let [t, w, b, h] = &mut state[..] else {
+            unreachable!("four parameters")
+        };
+        plan.run(
+            bytemuck::cast_slice_mut(&mut arena),
+            &mut [
+                Bind::output("loss", &mut l),
+                Bind::state("table", t),
+                Bind::state("w", w),
+                Bind::state("b", b),
+                Bind::state("head", h),
+            ],
+        )?;
+        assert_eq!(bits(&l), bits(&eager_loss), "loss at step {k}");
+        for ((n, p), s) in names.iter().zip(&params).zip(&state) {
+            assert_eq!(bits(s), bits(&p.to_vec::<f32>()?), "{n} at step {k}");
+        }
+        if k == 0 {
+            first_and_last.0 = l[0];
+        }
+        first_and_last.1 = l[0];
+    }
+    // And it trains.
+    assert!(
+        first_and_last.1 < 0.5 * first_and_last.0,
+        "{first_and_last:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn ops_whose_results_are_computed_on_the_host_are_refused_by_name() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let x = Tensor::from_slice(&[2.0f32, 1.0, 3.0], &[3], &tracer.device())?;
+    for (op, f) in [
+        (
+            "sort",
+            (|x: &Tensor| x.sort(0, false).map(|p| p.0)) as fn(&Tensor) -> Result<Tensor>,
+        ),
+        ("nonzero", |x: &Tensor| x.nonzero()),
+    ] {
+        let (y, rec) = tracer.record(|| f(&x))?;
+        let e =
+            Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &y)]).unwrap_err();
+        assert!(
+            matches!(e, Error::Unsupported { op: o, .. } if o == op),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with(op) && text.contains("Plan::build"),
+            "{text}"
+        );
+    }
+    Ok(())
+}
