@@ -181,6 +181,7 @@ impl Mem<'_, '_> {
     ///
     /// # Safety
     /// As [`Mem::bytes_mut`].
+    #[allow(clippy::mut_from_ref)]
     unsafe fn f32s_mut(&self, o: &Opnd, len: usize) -> Result<&mut [f32]> {
         // SAFETY: the caller's.
         let all = typed_mut::<f32>(unsafe { self.bytes_mut(o.buf)? })?;
@@ -194,7 +195,7 @@ impl Mem<'_, '_> {
     pub(super) fn family<const OPS: u128>(&self, s: &Step<'_>) -> Result<()> {
         let (o, n) = decode(s)?;
         let p0 = s.params.first().copied().unwrap_or(0) as usize;
-        // SAFETY (every `bytes`/`bytes_mut` below): validation made each
+        // SAFETY: (every `bytes`/`bytes_mut` below) validation made each
         // written operand's buffer disjoint from every other operand of
         // the step, so the one `&mut` per written buffer aliases nothing.
         unsafe {
