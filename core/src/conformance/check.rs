@@ -23,6 +23,9 @@ pub(crate) struct Checker<'a> {
     /// The family checks are currently recorded under.
     pub family: Family,
     report: Report,
+    /// Plan mode ([`super::run_planned`]): each case is replayed as a plan
+    /// recorded on this tracer, whose device is `device`.
+    tracer: Option<&'a crate::plan::Tracer>,
 }
 
 impl<'a> Checker<'a> {
@@ -33,6 +36,19 @@ impl<'a> Checker<'a> {
             rng: Rng::new(opts.seed),
             family: Family::Elementwise,
             report: Report::new(device.kind()),
+            tracer: None,
+        }
+    }
+
+    /// A checker in plan mode over `tracer`'s device.
+    pub(crate) fn planned(
+        device: &'a Device,
+        tracer: &'a crate::plan::Tracer,
+        opts: &'a Options,
+    ) -> Self {
+        Self {
+            tracer: Some(tracer),
+            ..Self::new(device, opts)
         }
     }
 
@@ -123,6 +139,20 @@ impl<'a> Checker<'a> {
             self.report.skipped += 1;
             return;
         };
+        if let Some(tracer) = self.tracer {
+            use super::planned::{Outcome, failure, run_case};
+            match run_case(tracer, &dev_inputs, &f) {
+                Outcome::Passed => self.report.record(self.family, op, None),
+                Outcome::NotPlanned(why) => {
+                    *self.report.not_planned.entry(why).or_default() += 1;
+                }
+                Outcome::Failed(d) => {
+                    let fl = failure(op, self.family, case, d);
+                    self.report.record(self.family, op, Some(fl));
+                }
+            }
+            return;
+        }
         let got = match f(&dev_inputs) {
             Ok(g) => g,
             Err(e) => return self.error(op, case, device_error("the op", &e)),

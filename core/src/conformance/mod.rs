@@ -67,6 +67,7 @@ mod copy;
 mod elementwise;
 mod index;
 mod matmul;
+mod planned;
 mod reduce;
 mod report;
 mod views;
@@ -196,8 +197,33 @@ pub fn run(device: &Device) -> Report {
 /// assert!(report.is_ok() && report.checks > 0);
 /// ```
 pub fn run_with(device: &Device, opts: &Options) -> Report {
+    run_checker(check::Checker::new(device, opts), opts)
+}
+
+/// Runs the suite's cases as plans (NOTE [Planned execution]): each
+/// case's op is recorded on a [`Tracer`](crate::plan::Tracer) (the
+/// reference kernels, with `accumulation`), built into a plan with its f32
+/// inputs bound as state and its outputs bound (integer and bool outputs
+/// cast to f32 in the plan), and replayed; the replay must give the eager
+/// tracing device's bits for every output and input. The report counts
+/// the cases replayed; [`Report::not_planned`] lists the cases a plan
+/// cannot express, by reason.
+///
+/// ```
+/// use kael_core::conformance::{run_planned, Family, Options};
+/// use kael_core::plan::Accumulation;
+/// let opts = Options { families: vec![Family::Index], ..Options::default() };
+/// let report = run_planned(Accumulation::F64, &opts);
+/// assert!(report.is_ok() && report.checks > 0, "{report}");
+/// ```
+pub fn run_planned(accumulation: crate::plan::Accumulation, opts: &Options) -> Report {
+    let tracer = crate::plan::Tracer::new(accumulation);
+    let device = tracer.device();
+    run_checker(check::Checker::planned(&device, &tracer, opts), opts)
+}
+
+fn run_checker(mut c: check::Checker<'_>, opts: &Options) -> Report {
     crate::autograd::enable_grad(|| {
-        let mut c = check::Checker::new(device, opts);
         for &family in &Family::ALL {
             if !opts.families.contains(&family) {
                 continue;

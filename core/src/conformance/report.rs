@@ -56,6 +56,10 @@ pub struct Report {
     pub skipped: usize,
     /// The failed checks, in the order they ran.
     pub failures: Vec<Failure>,
+    /// In plan mode ([`run_planned`](super::run_planned)): the cases a
+    /// plan cannot express, by `Plan::build`'s reason (or the op it
+    /// refused); empty otherwise.
+    pub not_planned: BTreeMap<&'static str, usize>,
     pub(super) ops: BTreeMap<&'static str, OpCount>,
     pub(super) families: BTreeMap<Family, usize>,
 }
@@ -68,6 +72,7 @@ impl Report {
             passed: 0,
             skipped: 0,
             failures: Vec::new(),
+            not_planned: BTreeMap::new(),
             ops: BTreeMap::new(),
             families: BTreeMap::new(),
         }
@@ -136,6 +141,13 @@ impl fmt::Display for Report {
         for (family, n) in &self.families {
             let failed = self.failures.iter().filter(|x| x.family == *family).count();
             writeln!(f, "  {:<12} {n:>6} checks, {failed} failed", family.name())?;
+        }
+        if !self.not_planned.is_empty() {
+            let n: usize = self.not_planned.values().sum();
+            writeln!(f, "  {n} cases not expressible as plans:")?;
+            for (why, n) in &self.not_planned {
+                writeln!(f, "    {n:>6}  {why}")?;
+            }
         }
         if self.failures.is_empty() {
             return Ok(());

@@ -223,6 +223,29 @@ fn cast_from<S: Scalar>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
     cast_slices((sa, src.layout), (gd.bytes_mut(), dst.dtype, dst.layout))
 }
 
+/// A cast of integer values read by `get` (storage index to value, at
+/// any alignment) on slices: what [`cast_slices`] does for an integer
+/// source, for a planned replay's word-aligned i64 constants.
+///
+/// # Errors
+/// As [`cast_slices`].
+pub(crate) fn cast_ints(
+    (get, sl): (impl Fn(usize) -> i64, &Layout),
+    (d, to, dl): (&mut [u8], DType, &Layout),
+) -> Result<()> {
+    let mut failed = false;
+    walk([dl, sl], |[od, os]| {
+        failed |= put(d, to, od, Wide::Int(get(os))).is_none();
+    });
+    if failed {
+        return Err(Error::InvalidArgument {
+            op: "to_dtype",
+            reason: "the destination storage is smaller than its layout; allocate it with the layout's reach",
+        });
+    }
+    Ok(())
+}
+
 /// A cast on slices (NOTE [Slice-level kernels] in [`super::index`]):
 /// the typed source, and the destination's bytes with its dtype.
 ///

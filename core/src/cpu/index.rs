@@ -41,7 +41,7 @@ impl<'a> Indices<'a> {
     }
 
     #[inline]
-    fn get(&self, o: usize) -> i64 {
+    pub(crate) fn get(&self, o: usize) -> i64 {
         match self {
             Indices::I64(s) => s[o],
             Indices::I32(s) => i64::from(s[o]),

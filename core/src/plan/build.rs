@@ -101,7 +101,7 @@ impl Plan {
                 if k + c.kernel.outputs() >= c.operands.len() {
                     written[o.buf] = true;
                 }
-                check_dtype(&c.kernel, o.dtype)?;
+                check_dtype(&c.kernel, k, o.dtype)?;
             }
         }
         let mut places = vec![Place::Unused; bufs.len()];
@@ -137,7 +137,14 @@ impl Plan {
                 .iter()
                 .enumerate()
                 .rev()
-                .find(|(b, x)| x.addr == addr && x.alive && first[*b] != usize::MAX)
+                .find(|(b, x)| {
+                    x.addr == addr
+                        && x.alive
+                        && first[*b] != usize::MAX
+                        // Empty buffers share one address (NOTE [Buffer
+                        // identity in a trace]): each binds another.
+                        && !(x.nbytes == 0 && matches!(places[*b], Place::Bound(_)))
+                })
                 .map(|(b, _)| b)
                 .ok_or_else(|| refuse("a bound tensor was not used by the recorded function; bind only what it reads or writes"))?;
             if bindings[..i].iter().any(|o| o.name == bd.name) {
@@ -616,20 +623,23 @@ fn flat_operands(s: &Planned<'_>) -> Result<Option<Vec<u32>>> {
     Ok(Some(w))
 }
 
-/// Whether a plan can replay `kernel` on `dtype`: the slice-level
-/// families (NOTE [Slice-level kernels] in `cpu::index`) take every dtype
-/// a plan carries, copies also i64 and i32, the other kernels f32 and
-/// bool masks.
-fn check_dtype(kernel: &Kernel, dtype: DType) -> Result<()> {
+/// Whether a plan can replay `kernel` on `dtype` as its operand `k`:
+/// casts take every dtype a plan carries, copies f32, bool, i64 and i32,
+/// the index ops i64 or i32 indices (`argmax` an i64 result), and every
+/// other operand is f32 (or the bool of a comparison, `where` and `fill`).
+fn check_dtype(kernel: &Kernel, k: usize, dtype: DType) -> Result<()> {
+    use DType::{Bool, F32, I32, I64};
+    let index_at = |code: u32| usize::from(matches!(code, kernel::INDEX_ADD | kernel::SCATTER_ADD));
     let ok = match kernel {
         Kernel::Write(..) => true,
-        Kernel::Cast
-        | Kernel::ArgReduce(..)
-        | Kernel::Index(..)
-        | Kernel::LayerNorm(..)
-        | Kernel::LayerNormBackward(_) => format::dtype_code(dtype).is_some(),
-        Kernel::Copy => matches!(dtype, DType::F32 | DType::Bool | DType::I64 | DType::I32),
-        _ => matches!(dtype, DType::F32 | DType::Bool),
+        Kernel::Cast => format::dtype_code(dtype).is_some(),
+        Kernel::Copy => matches!(dtype, F32 | Bool | I64 | I32),
+        Kernel::Index(code, _) if k == 1 - index_at(*code) => matches!(dtype, I64 | I32),
+        Kernel::ArgReduce(..) if k == 1 => dtype == I64,
+        Kernel::Compare(_) if k == 2 => dtype == Bool,
+        Kernel::Where if k == 0 => dtype == Bool,
+        Kernel::Fill(_) => matches!(dtype, F32 | Bool),
+        _ => dtype == F32,
     };
     if ok {
         Ok(())
@@ -639,7 +649,7 @@ fn check_dtype(kernel: &Kernel, dtype: DType) -> Result<()> {
         ))
     } else {
         Err(refuse(
-            "the recorded function runs elementwise, reduction or matmul kernels on integer tensors; plans run those on f32 (and bool masks): compute integer values outside the recorded function, or cast them to f32",
+            "the recorded function runs a kernel on integer or bool data that plans run on f32 only (elementwise, reductions, matmul, indexing, layer norm; bool masks for where): compute those values outside the recorded function, or cast them to f32",
         ))
     }
 }

@@ -208,7 +208,17 @@ pub(crate) fn decode_unary(w: &[u32]) -> Option<UnaryOp> {
 /// larger of its sources' buffers. Plans the tracer writes always satisfy
 /// this (destinations are fresh or exactly in place); a corrupt plan that
 /// would spin for hours is refused instead.
+///
+/// A source read through stride-0 (broadcast) dimensions legitimately
+/// does more work than its own buffer holds (`x.expand(..).sum()`), so a
+/// source's work is bounded by [`WORK_FLOOR`] elements or the plan's
+/// largest buffer, whichever is more: a corrupt plan still runs for at
+/// most seconds, and every plan the tracer writes is accepted.
 const BOUNDED: &str = "a step does more work than its buffers hold";
+
+/// The work (elements) any source of a step may take regardless of the
+/// plan's buffers (NOTE [Bounded steps]).
+const WORK_FLOOR: usize = 1 << 24;
 
 /// The binary op, whether the sum is its second operand, and the unary
 /// op (if any) of a fused matmul's epilogue (NOTE [Fused epilogues]).
@@ -793,9 +803,6 @@ impl<'a> PlanRef<'a> {
         let ops = all
             .get(..n)
             .ok_or_else(|| corrupt("a step has the wrong number of operands"))?;
-        let most = ops.iter().try_fold(0usize, |m, o| {
-            Ok::<_, Error>(m.max(self.buffer(o.buf)?.nbytes / o.dtype.size_in_bytes()))
-        })?;
         for (i, o) in ops.iter().enumerate() {
             let e = self.buffer(o.buf)?;
             let reach = if o.layout.numel() == 0 {
@@ -806,7 +813,8 @@ impl<'a> PlanRef<'a> {
             if reach.is_none_or(|r| r > e.nbytes) {
                 return Err(corrupt("an operand's layout reaches past its buffer"));
             }
-            if o.layout.numel() > most {
+            let own = e.nbytes / o.dtype.size_in_bytes();
+            if o.layout.numel() > own && o.layout.numel() > self.work_limit() {
                 return Err(corrupt(BOUNDED));
             }
             if i + outs >= n {
@@ -946,6 +954,13 @@ impl<'a> PlanRef<'a> {
         Ok(())
     }
 
+    /// The most elements a step's source may walk (NOTE [Bounded steps]).
+    fn work_limit(&self) -> usize {
+        (0..self.n_buffers())
+            .filter_map(|b| self.buffer(b).ok())
+            .fold(WORK_FLOOR, |m, e| m.max(e.nbytes))
+    }
+
     fn check_writable(&self, e: BufEntry) -> Result<()> {
         if e.place == place::CONST {
             return Err(corrupt("a step writes a constant"));
@@ -986,12 +1001,13 @@ impl<'a> PlanRef<'a> {
             return Err(corrupt(BOUNDED));
         }
         if kernel == kernel::REDUCE {
-            if numel(srcs[0]).is_none_or(|n| n > elems(srcs[0]).unwrap_or(0)) {
+            let own = elems(srcs[0]).unwrap_or(0);
+            if numel(srcs[0]).is_none_or(|n| n > own && n > self.work_limit()) {
                 return Err(corrupt(BOUNDED));
             }
         } else if kernel == kernel::MATMUL {
             let k = srcs[0].layout.shape().last().copied().unwrap_or(0);
-            if k > elems(srcs[0])?.max(elems(srcs[1])?) {
+            if k > elems(srcs[0])?.max(elems(srcs[1])?) && k > self.work_limit() {
                 return Err(corrupt(BOUNDED));
             }
         }

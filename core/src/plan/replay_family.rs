@@ -8,7 +8,7 @@
 use super::{Mem, refuse};
 use crate::backend::ArgReduceOp;
 use crate::backend::contract::{self, Operand};
-use crate::cpu::elementwise::cast_slices;
+use crate::cpu::elementwise::{cast_ints, cast_slices};
 use crate::cpu::index::{
     Indices, gather_slices, index_add_slices, index_select_slices, scatter_add_slices,
 };
@@ -206,8 +206,10 @@ impl Mem<'_, '_> {
                     let to = (db, d.dtype, &d.layout);
                     match a.dtype {
                         DType::F32 => cast_slices((typed::<f32>(sb)?, &a.layout), to),
-                        DType::I64 => cast_slices((typed::<i64>(sb)?, &a.layout), to),
-                        DType::I32 => cast_slices((typed::<i32>(sb)?, &a.layout), to),
+                        DType::I64 | DType::I32 => {
+                            let ix = Indices::of("to_dtype", a.dtype, sb)?;
+                            cast_ints((|o| ix.get(o), &a.layout), to)
+                        }
                         _ => cast_slices((sb, &a.layout), to),
                     }
                 }

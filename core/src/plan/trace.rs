@@ -146,6 +146,19 @@ struct Log {
 impl Log {
     fn buffer_of(&mut self, s: &Storage) -> usize {
         let addr = s.as_ptr().addr();
+        // Empty storages share one dangling address: each use is a buffer
+        // of its own (it holds nothing, so no identity is lost).
+        if s.nbytes() == 0 {
+            self.buffers.push(Buffer {
+                nbytes: 0,
+                created: true,
+                zeroed: false,
+                alive: true,
+                addr,
+                data: None,
+            });
+            return self.buffers.len() - 1;
+        }
         if let Some(&b) = self.by_addr.get(&addr) {
             return b;
         }
@@ -204,7 +217,7 @@ struct TracingAllocator {
 impl TracingAllocator {
     fn allocated(&self, p: NonNull<u8>, layout: MemLayout, zeroed: bool) {
         self.log.with(|log| {
-            if !log.recording {
+            if !log.recording || layout.size() == 0 {
                 return;
             }
             let b = log.buffers.len();
