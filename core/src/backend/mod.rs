@@ -22,7 +22,9 @@
 //! default), which the conformance suite reports.
 
 pub mod contract;
+pub mod family;
 mod inherit;
+pub use family::{Family, Provenance};
 pub use inherit::Inherit;
 
 use crate::allocator::Allocator;
@@ -120,6 +122,13 @@ pub trait Backend: MaybeSendSync {
     /// kernels]); [`Inherit::Nothing`] unless overridden.
     fn inherit(&self) -> Inherit {
         Inherit::Nothing
+    }
+
+    /// Where this backend's kernels of `family` come from (NOTE [Family
+    /// table]): a backend says which families it runs itself; the default
+    /// follows from [`Backend::inherit`] ([`family::inherited`]).
+    fn provenance(&self, family: Family) -> Provenance {
+        family::inherited(self, family)
     }
 
     /// Waits for queued work (no-op on synchronous backends).

@@ -22,7 +22,10 @@ pub use select::{dtypes, ops};
 
 use crate::allocator::Allocator;
 use crate::allocator::GlobalAllocator;
-use crate::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
+use crate::backend::family::Kind;
+use crate::backend::{
+    ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, Family, Provenance, ReduceOp, Src, UnaryOp,
+};
 use crate::device::Device;
 use crate::device_kind::DeviceKind;
 use crate::error::{Error, Result};
@@ -187,6 +190,14 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> Backend
 
     fn allocator(&self) -> Shared<dyn Allocator> {
         self.allocator.clone()
+    }
+
+    fn provenance(&self, family: Family) -> Provenance {
+        match (OPS & family.bits() != 0, family.kind()) {
+            (true, _) => Provenance::Own,
+            (false, Kind::Fused) => Provenance::Composed,
+            (false, Kind::Primitive) => Provenance::Unsupported,
+        }
     }
 
     fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {

@@ -96,37 +96,37 @@ pub mod dtypes {
 /// assert!(!ops::has_unary(SET, UnaryOp::Exp));
 /// ```
 pub mod ops {
-    use crate::backend::{BinaryOp, UnaryOp};
+    use crate::backend::{BinaryOp, Family, UnaryOp};
 
     /// `copy_strided` (views made contiguous, `deep_clone`, `contiguous`).
-    pub const COPY: u128 = 1 << 0;
+    pub const COPY: u128 = Family::Copy.bits();
     /// `cast` (`to_dtype`).
-    pub const CAST: u128 = 1 << 1;
+    pub const CAST: u128 = Family::Cast.bits();
     /// `fill` (`zeros`, `ones`, `full`).
-    pub const FILL: u128 = 1 << 2;
+    pub const FILL: u128 = Family::Fill.bits();
     /// `compare` (`eq`, `lt`, ...).
-    pub const COMPARE: u128 = 1 << 3;
+    pub const COMPARE: u128 = Family::Compare.bits();
     /// `where_cond`.
-    pub const WHERE: u128 = 1 << 4;
+    pub const WHERE: u128 = Family::Where.bits();
     /// `reduce` (`sum`, `mean`, `max`, `min`, `prod`; also the backward of broadcasting).
-    pub const REDUCE: u128 = 1 << 5;
+    pub const REDUCE: u128 = Family::Reduce.bits();
     /// `arg_reduce` (`argmax`, `argmin`).
-    pub const ARG_REDUCE: u128 = 1 << 6;
+    pub const ARG_REDUCE: u128 = Family::ArgReduce.bits();
     /// `softmax` and `log_softmax`.
-    pub const SOFTMAX: u128 = 1 << 7;
+    pub const SOFTMAX: u128 = Family::Softmax.bits();
     /// `matmul`.
-    pub const MATMUL: u128 = 1 << 8;
+    pub const MATMUL: u128 = Family::Matmul.bits();
     /// `index_select`.
-    pub const INDEX_SELECT: u128 = 1 << 9;
+    pub const INDEX_SELECT: u128 = Family::IndexSelect.bits();
     /// `gather`.
-    pub const GATHER: u128 = 1 << 10;
+    pub const GATHER: u128 = Family::Gather.bits();
     /// `index_add`.
-    pub const INDEX_ADD: u128 = 1 << 11;
+    pub const INDEX_ADD: u128 = Family::IndexAdd.bits();
     /// `scatter_add`.
-    pub const SCATTER_ADD: u128 = 1 << 12;
+    pub const SCATTER_ADD: u128 = Family::ScatterAdd.bits();
     /// `layer_norm` and its backward as fused kernels (without it, layer
     /// norm is composed from the other families: NOTE [Fused families]).
-    pub const LAYER_NORM: u128 = 1 << 13;
+    pub const LAYER_NORM: u128 = Family::LayerNorm.bits();
     /// `softmax` and `log_softmax`'s backward as one fused kernel (without
     /// it, the backward is composed: NOTE [Fused families]).
     ///
@@ -143,13 +143,22 @@ pub mod ops {
     /// assert!(x.grad().unwrap().to_vec::<f64>()?.iter().all(|g| g.abs() < 1e-15));
     /// # Ok::<(), kael_core::Error>(())
     /// ```
-    pub const SOFTMAX_BACKWARD: u128 = 1 << 14;
+    pub const SOFTMAX_BACKWARD: u128 = Family::SoftmaxBackward.bits();
 
     pub use crate::ops::binary::bits::*;
     pub use crate::ops::unary::bits::*;
 
-    /// Every kernel family and op (the default).
-    pub const ALL: u128 = ((1 << 15) - 1) | UNARY | BINARY;
+    /// Every kernel family and op (the default): the union of the family
+    /// table's bits (NOTE [Family table]).
+    pub const ALL: u128 = {
+        let mut all = 0;
+        let mut i = 0;
+        while i < Family::ALL.len() {
+            all |= Family::ALL[i].bits();
+            i += 1;
+        }
+        all
+    };
     /// What the forward pass of a ReLU MLP needs (`softmax(relu(x @ w + b)
     /// ...)`), plus the copy, cast and fill that tensor creation and views
     /// use. OR in more ops (`| ops::EXP | ops::TANH`) for other activations.

@@ -53,44 +53,46 @@ pub(crate) mod place {
     pub(crate) const CONST: u32 = 2;
 }
 
-/// Kernel codes.
+/// Step codes: the family table's (NOTE [Family table]), and the two
+/// steps of the plan's own (writes of constant data, zeroing).
 pub(crate) mod kernel {
-    pub(crate) const FILL: u32 = 0;
-    pub(crate) const COPY: u32 = 1;
-    pub(crate) const UNARY: u32 = 2;
-    pub(crate) const BINARY: u32 = 3;
-    pub(crate) const COMPARE: u32 = 4;
-    pub(crate) const WHERE: u32 = 5;
-    pub(crate) const REDUCE: u32 = 6;
-    pub(crate) const MATMUL: u32 = 7;
+    use crate::backend::Family;
+    pub(crate) const FILL: u32 = Family::Fill.plan_codes()[0];
+    pub(crate) const COPY: u32 = Family::Copy.plan_codes()[0];
+    pub(crate) const UNARY: u32 = Family::Unary.plan_codes()[0];
+    pub(crate) const BINARY: u32 = Family::Binary.plan_codes()[0];
+    pub(crate) const COMPARE: u32 = Family::Compare.plan_codes()[0];
+    pub(crate) const WHERE: u32 = Family::Where.plan_codes()[0];
+    pub(crate) const REDUCE: u32 = Family::Reduce.plan_codes()[0];
+    pub(crate) const MATMUL: u32 = Family::Matmul.plan_codes()[0];
     /// params: byte offset in the buffer, constant word index, byte length.
     pub(crate) const WRITE: u32 = 8;
     /// Zeroes the whole buffer (a storage allocated zeroed).
     pub(crate) const ZERO: u32 = 9;
     /// params: the dimension, then 1 for log-softmax (0 for softmax).
-    pub(crate) const SOFTMAX: u32 = 10;
+    pub(crate) const SOFTMAX: u32 = Family::Softmax.plan_codes()[0];
     /// The fused softmax backward of `[rows, n]` operands (grad, out, dx);
     /// params: 1 for log-softmax (0 for softmax).
-    pub(crate) const SOFTMAX_BACKWARD: u32 = 11;
+    pub(crate) const SOFTMAX_BACKWARD: u32 = Family::SoftmaxBackward.plan_codes()[0];
     /// `dst = src as dst.dtype` (any two of the plan's dtypes).
-    pub(crate) const CAST: u32 = 12;
+    pub(crate) const CAST: u32 = Family::Cast.plan_codes()[0];
     /// argmax/argmin into an `I64` destination; params: 0 for argmax (1
     /// for argmin), the dimension.
-    pub(crate) const ARG_REDUCE: u32 = 13;
+    pub(crate) const ARG_REDUCE: u32 = Family::ArgReduce.plan_codes()[0];
     /// `[src, index, dst]`; params: the dimension.
-    pub(crate) const INDEX_SELECT: u32 = 14;
+    pub(crate) const INDEX_SELECT: u32 = Family::IndexSelect.plan_codes()[0];
     /// `[src, index, dst]`; params: the dimension.
-    pub(crate) const GATHER: u32 = 15;
+    pub(crate) const GATHER: u32 = Family::Gather.plan_codes()[0];
     /// `[index, src, dst]`, dst read and written; params: the dimension.
-    pub(crate) const INDEX_ADD: u32 = 16;
+    pub(crate) const INDEX_ADD: u32 = Family::IndexAdd.plan_codes()[0];
     /// `[index, src, dst]`, dst read and written; params: the dimension.
-    pub(crate) const SCATTER_ADD: u32 = 17;
+    pub(crate) const SCATTER_ADD: u32 = Family::ScatterAdd.plan_codes()[0];
     /// The fused layer norm, `[src, weight?, bias?, dst, stats]`; params:
     /// eps as f64 bits (two words), then 1 when weight (bias) is there.
-    pub(crate) const LAYER_NORM: u32 = 18;
+    pub(crate) const LAYER_NORM: u32 = Family::LayerNorm.plan_codes()[0];
     /// Its backward, `[grad, src, stats, weight?, dx, dwb]`; params: 1 when
     /// the weight is there, then an arena scratch buffer of `2n` f64.
-    pub(crate) const LAYER_NORM_BACKWARD: u32 = 19;
+    pub(crate) const LAYER_NORM_BACKWARD: u32 = Family::LayerNorm.plan_codes()[1];
     /// Flag on COPY, UNARY, BINARY and MATMUL: the operands are f32 and
     /// flat, at most two dimensions with per-operand strides (NOTE [Plan
     /// words]); the builder writes this form whenever the layouts allow,

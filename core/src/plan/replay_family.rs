@@ -6,8 +6,8 @@
 //! by construction.
 
 use super::{Mem, refuse};
-use crate::backend::ArgReduceOp;
 use crate::backend::contract::{self, Operand};
+use crate::backend::{ArgReduceOp, Family};
 use crate::cpu::elementwise::{cast_ints, cast_slices};
 use crate::cpu::index::{
     Indices, gather_slices, index_add_slices, index_select_slices, scatter_add_slices,
@@ -31,27 +31,29 @@ fn operand(o: &Opnd) -> Operand<'_> {
 
 /// Every ops bit of the slice-level families: a replayer without any
 /// links none of this module.
-pub(super) const BITS: u128 = ops::CAST
-    | ops::ARG_REDUCE
-    | ops::INDEX_SELECT
-    | ops::GATHER
-    | ops::INDEX_ADD
-    | ops::SCATTER_ADD
-    | ops::LAYER_NORM;
+pub(super) const BITS: u128 = Family::Cast.bits()
+    | Family::ArgReduce.bits()
+    | Family::IndexSelect.bits()
+    | Family::Gather.bits()
+    | Family::IndexAdd.bits()
+    | Family::ScatterAdd.bits()
+    | Family::LayerNorm.bits();
 
-/// The ops bit a family's step needs, with the family's name.
+/// The ops bit a family's step needs, with the family's name (its row
+/// of the family table: NOTE [Family table]). A match on the step codes,
+/// so a firmware image links constants, not the table.
 pub(super) fn family_bit(s: &Step<'_>) -> Option<(u128, &'static str)> {
-    Some(match s.kernel {
-        kernel::CAST => (ops::CAST, "to_dtype"),
-        kernel::ARG_REDUCE if s.params.first() == Some(&1) => (ops::ARG_REDUCE, "argmin"),
-        kernel::ARG_REDUCE => (ops::ARG_REDUCE, "argmax"),
-        kernel::INDEX_SELECT => (ops::INDEX_SELECT, "index_select"),
-        kernel::GATHER => (ops::GATHER, "gather"),
-        kernel::INDEX_ADD => (ops::INDEX_ADD, "index_add"),
-        kernel::SCATTER_ADD => (ops::SCATTER_ADD, "scatter_add"),
-        kernel::LAYER_NORM | kernel::LAYER_NORM_BACKWARD => (ops::LAYER_NORM, "layer_norm"),
+    let f = match s.kernel {
+        kernel::CAST => Family::Cast,
+        kernel::ARG_REDUCE => Family::ArgReduce,
+        kernel::INDEX_SELECT => Family::IndexSelect,
+        kernel::GATHER => Family::Gather,
+        kernel::INDEX_ADD => Family::IndexAdd,
+        kernel::SCATTER_ADD => Family::ScatterAdd,
+        kernel::LAYER_NORM | kernel::LAYER_NORM_BACKWARD => Family::LayerNorm,
         _ => return None,
-    })
+    };
+    Some((f.bits(), f.name()))
 }
 
 fn arg_op(s: &Step<'_>) -> ArgReduceOp {

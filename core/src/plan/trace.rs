@@ -347,6 +347,10 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
         self.allocator.clone()
     }
 
+    fn provenance(&self, family: crate::backend::Family) -> crate::backend::Provenance {
+        self.inner.provenance(family)
+    }
+
     fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {
         self.inner.write_bytes(dst, byte_offset, src)?;
         self.log.with(|log| {

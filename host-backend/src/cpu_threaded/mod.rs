@@ -37,7 +37,9 @@ pub use alloc::{CachingAllocator, DEFAULT_CAP, MIN_CACHED, size_class};
 
 use engine::Par;
 use kael_core::allocator::Allocator;
-use kael_core::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
+use kael_core::backend::{
+    ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, Family, Provenance, ReduceOp, Src, UnaryOp,
+};
 use kael_core::cpu as reference;
 use kael_core::shared::Shared;
 use kael_core::storage::Storage;
@@ -230,6 +232,19 @@ impl Backend for ThreadedCpuBackend {
 
     fn allocator(&self) -> Shared<dyn Allocator> {
         self.allocator.clone()
+    }
+
+    fn provenance(&self, family: Family) -> Provenance {
+        // NOTE [Family table]: `where` and the index families call the
+        // reference kernels on this backend's storages.
+        match family {
+            Family::Where
+            | Family::IndexSelect
+            | Family::Gather
+            | Family::IndexAdd
+            | Family::ScatterAdd => Provenance::Inherited(DeviceKind::Cpu),
+            _ => Provenance::Own,
+        }
     }
 
     fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {

@@ -57,7 +57,10 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use kael_core::allocator::Allocator;
-use kael_core::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
+use kael_core::backend::family::Kind;
+use kael_core::backend::{
+    ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, Family, Provenance, ReduceOp, Src, UnaryOp,
+};
 use kael_core::shared::Shared;
 use kael_core::{DType, Device, DeviceKind, Error, Result, Storage};
 use std::collections::HashMap;
@@ -380,6 +383,15 @@ impl Backend for CudaBackend {
             .bind_to_thread()
             .and_then(|()| self.stream.synchronize())
             .map_err(|e| driver_error("synchronize", e))
+    }
+
+    fn provenance(&self, family: Family) -> Provenance {
+        // Every primitive family has a CUDA kernel; the fused ones are
+        // composed from them (NOTE [Fused families]).
+        match family.kind() {
+            Kind::Primitive => Provenance::Own,
+            Kind::Fused => Provenance::Composed,
+        }
     }
 
     fn write_bytes(&self, dst: &Storage, byte_offset: usize, src: &[u8]) -> Result<()> {

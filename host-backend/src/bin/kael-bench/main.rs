@@ -287,6 +287,15 @@ fn main() -> R<()> {
         "kael-bench ({} run, {threads} threads, median of {reps})",
         if quick { "quick" } else { "full" }
     );
+    // Which kernels each device runs itself (NOTE [Family table]): a slow
+    // inherited family shows here before it shows in a figure.
+    for d in [&dev, &cpu] {
+        println!(
+            "families, {}",
+            kael_core::backend::family::report(d.backend())
+        );
+    }
+    println!();
     println!("| figure | value | baseline | ratio | target | met |");
     println!("|---|---|---|---|---|---|");
 

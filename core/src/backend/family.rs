@@ -1,0 +1,268 @@
+//! The kernel-family table: every family of the [`Backend`] trait declared
+//! once, with what the rest of kael reads about it.
+//!
+//! NOTE [Family table]
+//! A row names a family's [`Family`] variant and gives its user-facing
+//! name (the op an error names), its kernel-selection bits (the
+//! [`ops`](crate::cpu::ops) set a firmware `CpuBackend` or `Replayer` is
+//! built with; the unary and binary families take one bit per op from the
+//! op table), its plan step codes (NOTE [Plan words]), and its kind:
+//! `primitive` (every backend runs or inherits it), or `fused` (optional:
+//! the tensor layer composes it from primitives when a backend neither
+//! runs nor inherits it in place: NOTE [Fused families]). The selection
+//! bits in `cpu::ops`, the plan's step codes and the replayer's checks of
+//! a plan's families are read from this table, and [`report`] lists, per
+//! backend, which families it runs itself ([`Backend::provenance`]), which
+//! it inherits and which the tensor layer composes.
+//!
+//! Adding a family: a row here, the `Backend` method with its default
+//! (NOTE [Inherited kernels]), the reference kernel in `cpu/` over slices
+//! (NOTE [Slice-level kernels]), and its conformance checks.
+
+use super::{Backend, Inherit};
+use crate::device_kind::DeviceKind;
+use core::fmt;
+
+/// Whether a backend must provide a family (`Primitive`) or the tensor
+/// layer can compose it from primitives (`Fused`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Run or inherited by every backend.
+    Primitive,
+    /// Optional: composed from primitives when a backend lacks it.
+    Fused,
+}
+
+macro_rules! families {
+    ($(
+        $(#[$doc:meta])*
+        $id:ident { name: $name:literal, bits: $bits:expr, plan: [$($code:literal),*], kind: $kind:ident }
+    )*) => {
+        /// A kernel family of the [`Backend`] trait (NOTE [Family table]).
+        ///
+        /// ```
+        /// use kael_core::backend::Family;
+        /// assert_eq!(Family::IndexAdd.name(), "index_add");
+        /// assert_eq!(Family::IndexAdd.bits(), kael_core::cpu::ops::INDEX_ADD);
+        /// assert!(Family::ALL.iter().any(|f| f.name() == "layer_norm"));
+        /// ```
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Family {
+            $($(#[$doc])* $id,)*
+        }
+
+        impl Family {
+            /// Every family, in table order.
+            pub const ALL: &'static [Family] = &[$(Family::$id),*];
+
+            /// The name errors and reports use (the op a user calls).
+            pub const fn name(self) -> &'static str {
+                match self { $(Family::$id => $name,)* }
+            }
+
+            /// Its kernel-selection bits ([`ops`](crate::cpu::ops)).
+            pub const fn bits(self) -> u128 {
+                match self { $(Family::$id => $bits,)* }
+            }
+
+            /// The plan step codes that run it (NOTE [Plan words]).
+            pub const fn plan_codes(self) -> &'static [u32] {
+                match self { $(Family::$id => &[$($code),*],)* }
+            }
+
+            /// Primitive or fused.
+            pub const fn kind(self) -> Kind {
+                match self { $(Family::$id => Kind::$kind,)* }
+            }
+        }
+    };
+}
+
+families! {
+    /// `copy_strided`: views made contiguous, `deep_clone`, `copy_`.
+    Copy { name: "copy", bits: 1 << 0, plan: [1], kind: Primitive }
+    /// `cast`: `to_dtype`.
+    Cast { name: "to_dtype", bits: 1 << 1, plan: [12], kind: Primitive }
+    /// `fill`: `zeros`, `ones`, `full`, `fill_`.
+    Fill { name: "fill", bits: 1 << 2, plan: [0], kind: Primitive }
+    /// `unary`: the op table's unary ops (one bit each).
+    Unary { name: "unary", bits: crate::ops::unary::bits::UNARY, plan: [2], kind: Primitive }
+    /// `binary`: the op table's binary ops (one bit each).
+    Binary { name: "binary", bits: crate::ops::binary::bits::BINARY, plan: [3], kind: Primitive }
+    /// `compare`: `eq`, `lt`, ... into bool.
+    Compare { name: "compare", bits: 1 << 3, plan: [4], kind: Primitive }
+    /// `where_cond`.
+    Where { name: "where", bits: 1 << 4, plan: [5], kind: Primitive }
+    /// `reduce`: sums, means, products, extremes.
+    Reduce { name: "reduce", bits: 1 << 5, plan: [6], kind: Primitive }
+    /// `arg_reduce`: `argmax`, `argmin`.
+    ArgReduce { name: "argmax", bits: 1 << 6, plan: [13], kind: Primitive }
+    /// `softmax` and `log_softmax`.
+    Softmax { name: "softmax", bits: 1 << 7, plan: [10], kind: Primitive }
+    /// `matmul`.
+    Matmul { name: "matmul", bits: 1 << 8, plan: [7], kind: Primitive }
+    /// `index_select` (and `embedding`).
+    IndexSelect { name: "index_select", bits: 1 << 9, plan: [14], kind: Primitive }
+    /// `gather`.
+    Gather { name: "gather", bits: 1 << 10, plan: [15], kind: Primitive }
+    /// `index_add` (the backward of `index_select` and of views).
+    IndexAdd { name: "index_add", bits: 1 << 11, plan: [16], kind: Primitive }
+    /// `scatter_add` (the backward of `gather`).
+    ScatterAdd { name: "scatter_add", bits: 1 << 12, plan: [17], kind: Primitive }
+    /// The fused `layer_norm` and its backward.
+    LayerNorm { name: "layer_norm", bits: 1 << 13, plan: [18, 19], kind: Fused }
+    /// The fused backward of `softmax` and `log_softmax`.
+    SoftmaxBackward { name: "softmax_backward", bits: 1 << 14, plan: [11], kind: Fused }
+}
+
+// The table's bits are disjoint and its plan codes distinct, and none is
+// one of the plan's own steps (8: write, 9: zero).
+const _: () = {
+    let all = Family::ALL;
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i + 1;
+        while j < all.len() {
+            assert!(
+                all[i].bits() & all[j].bits() == 0,
+                "two families share a bit"
+            );
+            j += 1;
+        }
+        let codes = all[i].plan_codes();
+        let mut c = 0;
+        while c < codes.len() {
+            assert!(
+                codes[c] != 8 && codes[c] != 9,
+                "a plan code of the plan's own"
+            );
+            let mut k = i + 1;
+            while k < all.len() {
+                let other = all[k].plan_codes();
+                let mut d = 0;
+                while d < other.len() {
+                    assert!(codes[c] != other[d], "two families share a plan code");
+                    d += 1;
+                }
+                k += 1;
+            }
+            c += 1;
+        }
+        i += 1;
+    }
+};
+
+/// Where a backend's kernels of one family come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provenance {
+    /// The backend's own kernels.
+    Own,
+    /// Another host device's kernels, in place (NOTE [Inherited kernels]).
+    Inherited(DeviceKind),
+    /// Another host device's kernels on staged copies.
+    Staged(DeviceKind),
+    /// Composed by the tensor layer from primitives (a fused family the
+    /// backend lacks).
+    Composed,
+    /// Refused with [`Error::Unsupported`](crate::Error::Unsupported).
+    Unsupported,
+}
+
+/// The provenance that follows from a backend's [`Backend::inherit`] for
+/// a family it does not run itself: [`Backend::provenance`]'s default.
+pub fn inherited(backend: &(impl Backend + ?Sized), family: Family) -> Provenance {
+    let fused = family.kind() == Kind::Fused;
+    match backend.inherit() {
+        Inherit::From(d) => Provenance::Inherited(d.kind()),
+        _ if fused => Provenance::Composed,
+        Inherit::Staged(d) => Provenance::Staged(d.kind()),
+        Inherit::Nothing => Provenance::Unsupported,
+    }
+}
+
+/// What a backend runs, family by family ([`report`]).
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The backend.
+    pub device: DeviceKind,
+    /// Each family of the table, in order, with its provenance.
+    pub families: alloc::vec::Vec<(Family, Provenance)>,
+}
+
+/// Lists, for each family of the table, where `backend`'s kernels come
+/// from (NOTE [Family table]).
+///
+/// ```
+/// use kael_core::backend::{family::{report, Provenance}, Family};
+/// use kael_core::Device;
+/// let r = report(Device::cpu().backend());
+/// assert!(r.families.iter().all(|&(_, p)| p == Provenance::Own));
+/// println!("{r}"); // cpu: own: copy to_dtype fill ...
+/// ```
+pub fn report(backend: &dyn Backend) -> Report {
+    Report {
+        device: backend.kind(),
+        families: Family::ALL
+            .iter()
+            .map(|&f| (f, backend.provenance(f)))
+            .collect(),
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}:", self.device)?;
+        type Pick = fn(Provenance) -> bool;
+        let groups: [(&str, Pick); 5] = [
+            ("own", |p| p == Provenance::Own),
+            ("inherited", |p| matches!(p, Provenance::Inherited(_))),
+            ("staged", |p| matches!(p, Provenance::Staged(_))),
+            ("composed", |p| p == Provenance::Composed),
+            ("unsupported", |p| p == Provenance::Unsupported),
+        ];
+        for (i, (label, pick)) in groups.iter().enumerate() {
+            let mut names = self.families.iter().filter(|&&(_, p)| pick(p)).peekable();
+            let Some(&(_, first)) = names.peek() else {
+                continue;
+            };
+            let sep = if i == 0 { " " } else { "; " };
+            match first {
+                Provenance::Inherited(d) | Provenance::Staged(d) => {
+                    write!(f, "{sep}{label} from {d:?}:")?;
+                }
+                _ => write!(f, "{sep}{label}:")?,
+            }
+            for (fam, _) in names {
+                write!(f, " {}", fam.name())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::GlobalAllocator;
+    use crate::cpu::{CpuBackend, dtypes, ops};
+    use crate::shared::Shared;
+
+    #[test]
+    fn a_restricted_reference_backend_reports_what_it_links() {
+        type Small = CpuBackend<{ dtypes::F32 }, { ops::MATMUL | ops::RELU }>;
+        let b = Small::with_allocator(Shared::new(GlobalAllocator::new()));
+        let r = report(&b);
+        let of = |f: Family| r.families.iter().find(|x| x.0 == f).map(|x| x.1);
+        assert_eq!(of(Family::Matmul), Some(Provenance::Own));
+        assert_eq!(of(Family::Unary), Some(Provenance::Own)); // relu
+        assert_eq!(of(Family::Gather), Some(Provenance::Unsupported));
+        assert_eq!(of(Family::LayerNorm), Some(Provenance::Composed));
+        let text = alloc::format!("{r}");
+        assert!(
+            text.starts_with(
+                "Cpu: own: unary matmul; composed: layer_norm softmax_backward; unsupported: copy"
+            ),
+            "{text}"
+        );
+    }
+}
