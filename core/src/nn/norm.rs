@@ -102,6 +102,10 @@ impl BatchNorm {
             (Some(m), _) => m,
             // PyTorch counts this batch first, then averages over all.
             (None, Some(n)) if training => {
+                // A cumulative average reads the count on the host.
+                n.device()
+                    .backend()
+                    .host_computed("batch_norm (momentum None)");
                 let seen = n.to_vec::<i64>()?.first().copied().unwrap_or(0);
                 1.0 / (seen as f64 + 1.0)
             }

@@ -49,11 +49,21 @@
 //! # Ok::<(), kael_core::Error>(())
 //! ```
 //!
-//! What a plan replays: f32 (and bool masks) copies, fills, the op table's
-//! unary, binary and comparison ops, `where`, reductions and matrix
-//! products. Softmax, index ops and casts between dtypes are refused by
-//! [`Plan::build`] for now (an `Err` that names the op). Host control flow
-//! inside the recorded function is frozen as it went when recorded.
+//! What a plan replays: every kernel family of the table
+//! ([`Family`](crate::backend::Family)) on f32 data, bool masks and
+//! i64/i32 indices: copies, fills, casts, the op table's unary, binary and
+//! comparison ops, `where`, reductions, argmax/argmin, softmax and its
+//! fused backward, matrix products, the index families (`index_select`,
+//! `gather`, `index_add`, `scatter_add`: embeddings and cross-entropy,
+//! forward and backward) and the fused layer norm with its backward. The
+//! newer families replay the reference backend's own slice-level kernels
+//! (NOTE [Slice-level kernels] in [`crate::cpu::index`]). [`Plan::build`]
+//! refuses, naming the op, what a replay could not recompute: ops whose
+//! result the host computes from tensor values (`sort`, `argsort`, `topk`,
+//! `nonzero`: their output depends on data), and kernels on dtypes a plan
+//! does not carry (f64, f16, bf16, i8, i16, integer arithmetic). Host
+//! control flow inside the recorded function is frozen as it went when
+//! recorded.
 
 mod build;
 mod format;

@@ -186,6 +186,7 @@ impl Tensor {
                 supported: "i64, i32 (class indices)",
             });
         }
+        self.device().backend().host_computed(OP);
         let idx = crate::autograd::no_grad(|| self.to_dtype(DType::I64))?;
         let values = idx.contiguous()?.reshape(&[-1])?.to_vec::<i64>()?;
         if let Some(&bad) = values.iter().find(|&&v| v < 0) {

@@ -533,6 +533,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         let d = self.scatter_shapes(op, dim, index, src)?;
         let size = self.shape()[d];
+        self.device().backend().host_computed(op);
         let ix = autograd::no_grad(|| index.to_dtype(DType::I64)?.to_vec::<i64>())
             .map_err(|e| e.renamed(op))?;
         if let Some(&bad) = ix.iter().find(|&&v| v < 0 || v as u64 >= size as u64) {
