@@ -58,7 +58,7 @@ const NC: usize = 128;
 const SMALL: usize = 4096;
 
 /// The type a product accumulates in.
-trait Accum: Copy + Default {
+pub(crate) trait Accum: Copy + Default {
     /// `self + a * b`.
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// `self + o`.
@@ -103,7 +103,7 @@ int_accum!(i8);
 int_accum!(u8);
 
 /// An element type of a matmul operand, with its accumulator.
-trait MatElem: Scalar {
+pub(crate) trait MatElem: Scalar {
     type Acc: Accum;
     fn up(self) -> Self::Acc;
     fn down(a: Self::Acc) -> Self;
@@ -327,8 +327,7 @@ fn gemm_by<T: MatElem>(
     let sb = typed::<T>(gb.bytes())?;
     let sd = typed_mut::<T>(gd.bytes_mut())?;
     if small {
-        gemm_small::<T>(sa, sb, sd, d);
-        Ok(())
+        gemm_small::<T>(sa, sb, sd, d)
     } else {
         gemm_blocked::<T>(sa, sb, sd, d)
     }
@@ -351,39 +350,120 @@ fn gemm_blocked<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Resu
     Ok(())
 }
 
-/// Small products: no scratch, no packing (NOTE [Small products]).
-fn gemm_small<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) {
-    let unit = d.a_cs == 1 && d.b_rs == 1;
+/// Small products: no scratch, no packing (NOTE [Small products]), each
+/// batch entry's product by [`small_product`] after checking that its
+/// matrices lie inside the slices.
+fn gemm_small<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Result<()> {
+    let (pa, pb, pd) = (sa.as_ptr(), sb.as_ptr(), sd.as_mut_ptr());
+    let mut inside = true;
     d.each(|[oc, oa, ob]| {
-        for i in 0..d.m {
-            let (arow, crow) = (oa + i * d.a_rs, oc + i * d.c_rs);
-            for j in 0..d.n {
-                let bcol = ob + j * d.b_cs;
-                let mut c = T::Acc::default();
-                let (mut ia, mut ib, mut left) = (arow, bcol, d.k);
-                while left > 0 {
-                    let len = left.min(KC);
-                    let mut t = T::Acc::default();
-                    if unit {
-                        // Both runs are contiguous (a row-major lhs, a
-                        // transposed rhs: `Linear`'s weight): slices.
-                        for (&x, &y) in sa[ia..ia + len].iter().zip(&sb[ib..ib + len]) {
-                            t = t.mul_add(x.up(), y.up());
-                        }
-                        (ia, ib) = (ia + len, ib + len);
-                    } else {
-                        for _ in 0..len {
-                            t = t.mul_add(sa[ia].up(), sb[ib].up());
-                            (ia, ib) = (ia.wrapping_add(d.a_cs), ib.wrapping_add(d.b_rs));
-                        }
-                    }
-                    c = c.plus(t);
-                    left -= len;
-                }
-                sd[crow + j * d.c_cs] = T::down(c);
+        let fits = |o: usize, rows: usize, rs: usize, cols: usize, cs: usize, len: usize| {
+            reach(o, rows, rs, cols, cs).is_some_and(|r| r <= len)
+        };
+        inside = inside
+            && fits(oa, d.m, d.a_rs, d.k, d.a_cs, sa.len())
+            && fits(ob, d.k, d.b_rs, d.n, d.b_cs, sb.len())
+            && fits(oc, d.m, d.c_rs, d.n, d.c_cs, sd.len());
+        if inside {
+            // SAFETY: each matrix's elements lie inside its slice (checked
+            // just above), and `sd` is a `&mut` disjoint from `sa`, `sb`.
+            unsafe {
+                small_product::<T>(
+                    [d.m, d.n, d.k],
+                    (pa.wrapping_add(oa), d.a_rs, d.a_cs),
+                    (pb.wrapping_add(ob), d.b_rs, d.b_cs),
+                    (pd.wrapping_add(oc), d.c_rs, d.c_cs),
+                    |c, _| T::down(c),
+                );
             }
         }
     });
+    if inside {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            op: "matmul",
+            reason: "an operand's layout reaches past its storage; pass layouts that fit their storages",
+        })
+    }
+}
+
+/// One past the furthest element of a `rows x cols` matrix at `o` with
+/// strides `rs`, `cs` (0 for an empty one), or `None` on overflow.
+fn reach(o: usize, rows: usize, rs: usize, cols: usize, cs: usize) -> Option<usize> {
+    if rows == 0 || cols == 0 {
+        return Some(0);
+    }
+    (rows - 1)
+        .checked_mul(rs)?
+        .checked_add((cols - 1).checked_mul(cs)?)?
+        .checked_add(o)?
+        .checked_add(1)
+}
+
+/// NOTE [One small product]
+/// `d = out(a @ b)` for one `[m, k] @ [k, n]` product, each matrix given
+/// by its first element and its (rows', columns') strides, summing as the
+/// blocked path does (NOTE [Blocked matmul]): per `KC`-deep block from
+/// zero, the blocks added to a zero total in order. `out(c, [i, j])` makes
+/// the stored value from the sum (`T::down`, or a plan's fused epilogue:
+/// NOTE [Fused epilogues]). The eager small-product path and every matmul
+/// step of a planned replay call this one function, so their bits agree by
+/// construction.
+///
+/// # Safety
+/// Every element of the three matrices is valid to read (`a`, `b`) and
+/// write (`d`), and `d` is disjoint from `a` and `b`.
+#[inline(always)]
+pub(crate) unsafe fn small_product<T: MatElem>(
+    [m, n, k]: [usize; 3],
+    (a, ars, acs): (*const T, usize, usize),
+    (b, brs, bcs): (*const T, usize, usize),
+    (d, drs, dcs): (*mut T, usize, usize),
+    mut out: impl FnMut(T::Acc, [usize; 2]) -> T,
+) {
+    for i in 0..m {
+        let (arow, drow) = (a.wrapping_add(i * ars), d.wrapping_add(i * drs));
+        for j in 0..n {
+            let bcol = b.wrapping_add(j * bcs);
+            let mut c = T::Acc::default();
+            let mut p0 = 0;
+            while p0 < k {
+                let len = (k - p0).min(KC);
+                let (mut pa, mut pb) = (arow.wrapping_add(p0 * acs), bcol.wrapping_add(p0 * brs));
+                let mut t = T::Acc::default();
+                let mut left = len;
+                // Counted down, so the loop is one test per product; the
+                // unit-stride copy of it loads with post-increment.
+                if acs == 1 && brs == 1 {
+                    loop {
+                        // SAFETY: the caller's (`p0 + len <= k`, `len >= 1`).
+                        t = t.mul_add(unsafe { (*pa).up() }, unsafe { (*pb).up() });
+                        (pa, pb) = (pa.wrapping_add(1), pb.wrapping_add(1));
+                        left -= 1;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                } else {
+                    loop {
+                        // SAFETY: as above.
+                        t = t.mul_add(unsafe { (*pa).up() }, unsafe { (*pb).up() });
+                        (pa, pb) = (pa.wrapping_add(acs), pb.wrapping_add(brs));
+                        left -= 1;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                }
+                c = c.plus(t);
+                p0 += len;
+            }
+            let v = out(c, [i, j]);
+            // SAFETY: the caller's.
+            unsafe { *drow.wrapping_add(j * dcs) = v };
+        }
+    }
 }
 
 /// One `[m, k] @ [k, n]` product, operands at offsets `oa`/`ob`, result at `oc`.

@@ -28,13 +28,14 @@ use super::format::{
     ARENA_ALIGN, MAX_BINDINGS, PlanRef, Step, View, decode_unary, fused_ops, kernel, place,
 };
 use crate::backend::{BinaryOp, CmpOp};
-use crate::cpu::matmul::KC;
+use crate::cpu::matmul::small_product;
 use crate::cpu::ops;
-use crate::cpu::reduce::{Acc, Kahan32, softmax_row_f32, softmax_row_f64};
+use crate::cpu::reduce::{Acc, Kahan32, accumulate, softmax_row_f32, softmax_row_f64, store_into};
 use crate::cpu::softmax_grad::softmax_backward_row;
 use crate::dtype::Scalar;
 use crate::error::{Error, Result};
 use crate::shape::MAX_RANK;
+use crate::storage::{typed, typed_mut};
 
 /// A slice a replay reads or writes, bound by name to one of the plan's
 /// bindings ([`PlanRef::binding`]).
@@ -448,14 +449,14 @@ impl Mem<'_, '_> {
                 {
                     let u = |x: u32| x as usize;
                     let mnk = [u(m), u(n), u(k)];
-                    let a = (self.at(ab, ao)?, u(ar), u(ac));
-                    let b = (self.at(bb, bo)?, u(br), u(bc));
+                    let a = (self.at(ab, ao)?.cast_const(), u(ar), u(ac));
+                    let b = (self.at(bb, bo)?.cast_const(), u(br), u(bc));
                     match *rest {
                         [db, d_o, dr, dc] => {
                             let d = (self.at(db, d_o)?, u(dr), u(dc));
                             // SAFETY: the note's; `d` is disjoint from `a`
                             // and `b` (validated).
-                            unsafe { matmul2(mnk, a, b, d, |c, _| c) };
+                            unsafe { small_product::<f32>(mnk, a, b, d, |c, _| c) };
                         }
                         // NOTE [Fused epilogues]
                         [eb, eo, er, ec, db, d_o, dr, dc] => {
@@ -473,7 +474,7 @@ impl Mem<'_, '_> {
                                 g.map_or(v, |g| g(v))
                             };
                             // SAFETY: as above.
-                            unsafe { matmul2(mnk, a, b, d, out) };
+                            unsafe { small_product::<f32>(mnk, a, b, d, out) };
                         }
                         _ => return Err(refuse("corrupt flat step")),
                     }
@@ -712,72 +713,46 @@ impl Mem<'_, '_> {
         Ok(())
     }
 
-    /// A reduction, combining each source element into its slot in the
-    /// source's row-major order as the eager kernel's `accumulate` does
-    /// (same accumulator, same order: the same bits), then storing the
-    /// slots through the destination's layout.
+    /// A reduction: the reference backend's own [`accumulate`] and
+    /// [`store_into`] (NOTE [Slice-level kernels]) on the step's buffers,
+    /// the accumulators in the step's arena scratch.
     fn reduce<A: Acc>(&self, s: &Step<'_>) -> Result<()> {
-        let v @ [a, d] = s.views::<2>()?;
+        let [a, d] = s.operands::<2>()?;
         let op = super::format::REDUCE_OPS
             .get(s.params[0] as usize)
             .copied()
             .ok_or_else(|| refuse("corrupt reduce step"))?;
         let mask = s.params[1];
-        // A source position's slot: the row-major index of its output
-        // position (dst's contiguous strides, 0 on reduced dims).
-        let mut slot = [0usize; MAX_RANK];
-        let mut n = 1usize;
-        for (k, &dk) in d.shape.iter().enumerate().rev() {
-            if mask & (1 << k) == 0
-                && let Some(x) = slot.get_mut(k)
-            {
-                *x = n;
+        let mut dims = [0usize; MAX_RANK];
+        let mut nd = 0;
+        for k in 0..a.layout.rank().min(MAX_RANK) {
+            if mask & (1 << k) != 0 {
+                dims[nd] = k;
+                nd += 1;
             }
-            n = n.saturating_mul(dk as usize);
         }
-        let scratch = self.plan.buffer(s.params[2] as usize)?.nbytes;
-        if n.checked_mul(size_of::<A>())
-            .is_none_or(|need| need > scratch)
-        {
+        let n = d.layout.numel();
+        let scratch = s.params[2] as usize;
+        let room = self.plan.buffer(scratch)?.nbytes;
+        if n.checked_mul(size_of::<A>()).is_none_or(|need| need > room) {
             return Err(refuse("corrupt reduction scratch"));
         }
-        let [pa, pd] = self.ptrs::<f32, 2>(&v)?;
-        let ps = self.ptr(s.params[2] as usize)?;
-        // SAFETY: the scratch is an arena buffer (16-aligned) of at least
-        // `n` accumulators, disjoint from the operands (validated), and
-        // every bit pattern is a valid `A` (f64, or two f32); it is filled
-        // before it is read.
-        let acc = unsafe { core::slice::from_raw_parts_mut(ps.cast::<A>(), n) };
+        // SAFETY: NOTE [Replay on raw pointers]: the scratch is an arena
+        // buffer (16-aligned) of at least `n` accumulators, disjoint from
+        // the operands (validated), and every bit pattern is a valid `A`
+        // (f64, or two f32); the source is disjoint from the destination
+        // (a reduction is never in place), so the one `&mut` to each
+        // aliases nothing.
+        let (acc, sa, sd) = unsafe {
+            (
+                core::slice::from_raw_parts_mut(self.ptr(scratch)?.cast::<A>(), n),
+                typed::<f32>(self.bytes(a.buf)?)?,
+                typed_mut::<f32>(self.bytes_mut(d.buf)?)?,
+            )
+        };
         acc.fill(A::identity(op));
-        let src = Walk::from_fn(a.shape, [a.offset, 0], |k, dim| {
-            if k == 0 {
-                a.strides.get(dim).map_or(0, |&x| x as usize)
-            } else {
-                slot.get(dim).copied().unwrap_or(0)
-            }
-        });
-        src.rows(|[mut os, mut oa], [ss, sa], len| {
-            for _ in 0..len {
-                // SAFETY: NOTE [Replay on raw pointers] (the source's walk
-                // stays inside its buffer).
-                let x = A::load(unsafe { *pa.wrapping_add(os) });
-                if let Some(y) = acc.get_mut(oa) {
-                    *y = y.combine(op, x);
-                }
-                (os, oa) = (os.wrapping_add(ss), oa.wrapping_add(sa));
-            }
-        });
-        let mut i = 0;
-        rows(d.shape, &[d], |[mut od], [sd], len| {
-            for _ in 0..len {
-                if let Some(y) = acc.get(i) {
-                    // SAFETY: as above, for the destination, which is
-                    // disjoint from the source and the scratch.
-                    unsafe { *pd.wrapping_add(od) = y.store::<f32>() };
-                }
-                (od, i) = (od.wrapping_add(sd), i + 1);
-            }
-        });
+        accumulate(op, sa, &a.layout, &d.layout, &dims[..nd], acc);
+        store_into(acc, sd, &d.layout);
         Ok(())
     }
 }
@@ -1006,10 +981,10 @@ unsafe fn matmul(v: &[View<'_>; 3], [a, b, d]: [*mut f32; 3]) {
     let body = |[oa, ob, od]: [usize; 3]| {
         // SAFETY: the caller's, for this batch entry's matrices.
         unsafe {
-            matmul2(
+            small_product::<f32>(
                 [m, n, k],
-                (a.wrapping_add(oa), ars, acs),
-                (b.wrapping_add(ob), brs, bcs),
+                (a.wrapping_add(oa).cast_const(), ars, acs),
+                (b.wrapping_add(ob).cast_const(), brs, bcs),
                 (d.wrapping_add(od), drs, dcs),
                 |c, _| c,
             );
@@ -1020,68 +995,6 @@ unsafe fn matmul(v: &[View<'_>; 3], [a, b, d]: [*mut f32; 3]) {
     } else {
         let w = Walk::new(batch, v);
         w.each(w.rank, body);
-    }
-}
-
-/// `d = out(a @ b)` for one `[m, k] @ [k, n]` product, each matrix given
-/// by its first element and its (rows', columns') strides, summing as the
-/// blocked reference kernel does (NOTE [Blocked matmul]): per `KC`-deep
-/// block from zero, the blocks added to a zero total in order. `out(c,
-/// [i, j])` makes the stored value from the sum (an epilogue: NOTE [Fused
-/// epilogues]).
-///
-/// # Safety
-/// Every element of the three matrices is valid (NOTE [Replay on raw
-/// pointers]) and `d` is disjoint from `a` and `b`.
-#[inline(always)]
-unsafe fn matmul2(
-    [m, n, k]: [usize; 3],
-    (a, ars, acs): (*mut f32, usize, usize),
-    (b, brs, bcs): (*mut f32, usize, usize),
-    (d, drs, dcs): (*mut f32, usize, usize),
-    mut out: impl FnMut(f32, [usize; 2]) -> f32,
-) {
-    for i in 0..m {
-        let (arow, drow) = (a.wrapping_add(i * ars), d.wrapping_add(i * drs));
-        for j in 0..n {
-            let bcol = b.wrapping_add(j * bcs);
-            let mut c = 0.0f32;
-            let mut p0 = 0;
-            while p0 < k {
-                let len = (k - p0).min(KC);
-                let (mut pa, mut pb) = (arow.wrapping_add(p0 * acs), bcol.wrapping_add(p0 * brs));
-                let mut t = 0.0f32;
-                let mut left = len;
-                // Counted down, so the loop is one test per product; the
-                // unit-stride copy of it loads with post-increment.
-                if acs == 1 && brs == 1 {
-                    loop {
-                        // SAFETY: the caller's (`p0 + len <= k`, `len >= 1`).
-                        t += unsafe { *pa * *pb };
-                        (pa, pb) = (pa.wrapping_add(1), pb.wrapping_add(1));
-                        left -= 1;
-                        if left == 0 {
-                            break;
-                        }
-                    }
-                } else {
-                    loop {
-                        // SAFETY: as above.
-                        t += unsafe { *pa * *pb };
-                        (pa, pb) = (pa.wrapping_add(acs), pb.wrapping_add(brs));
-                        left -= 1;
-                        if left == 0 {
-                            break;
-                        }
-                    }
-                }
-                c += t;
-                p0 += len;
-            }
-            let v = out(c, [i, j]);
-            // SAFETY: the caller's.
-            unsafe { *drow.wrapping_add(j * dcs) = v };
-        }
     }
 }
 

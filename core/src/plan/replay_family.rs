@@ -148,7 +148,7 @@ impl Mem<'_, '_> {
     /// # Safety
     /// No `&mut` to the buffer is live (validation: a step's written
     /// buffers are disjoint from every other operand).
-    unsafe fn bytes(&self, b: usize) -> Result<&[u8]> {
+    pub(super) unsafe fn bytes(&self, b: usize) -> Result<&[u8]> {
         let n = self.plan.buffer(b)?.nbytes;
         // SAFETY: NOTE [Replay on raw pointers]: `ptr(b)` is valid for
         // the buffer's `nbytes`; the caller's for aliasing.
@@ -161,7 +161,7 @@ impl Mem<'_, '_> {
     /// No other reference to the buffer is live while the slice is, and
     /// the buffer is writable (validation).
     #[allow(clippy::mut_from_ref)]
-    unsafe fn bytes_mut(&self, b: usize) -> Result<&mut [u8]> {
+    pub(super) unsafe fn bytes_mut(&self, b: usize) -> Result<&mut [u8]> {
         let n = self.plan.buffer(b)?.nbytes;
         // SAFETY: as for `bytes`, and the caller's.
         Ok(unsafe { core::slice::from_raw_parts_mut(self.ptr(b)?, n) })
