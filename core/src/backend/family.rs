@@ -193,7 +193,7 @@ pub struct Report {
 /// from (NOTE [Family table]).
 ///
 /// ```
-/// use kael_core::backend::{family::{report, Provenance}, Family};
+/// use kael_core::backend::family::{report, Provenance};
 /// use kael_core::Device;
 /// let r = report(Device::cpu().backend());
 /// assert!(r.families.iter().all(|&(_, p)| p == Provenance::Own));
