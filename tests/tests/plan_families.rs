@@ -253,3 +253,63 @@ fn every_conformance_case_a_plan_can_express_replays_the_eager_bits() {
         assert!(r.checks > 2000, "{r}");
     }
 }
+
+#[test]
+fn corrupt_plans_with_every_family_are_refused_or_replay_without_panicking() -> Result<()> {
+    // Every word of a plan holding each slice-level family set to values
+    // that break it: refused (by PlanRef::new or by the replayer, which
+    // checks these families' steps: NOTE [Family steps are checked where
+    // they are linked]), or replayed to an Ok or an Err, never a panic.
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let table = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.25, 1.5, -0.5], &[3, 2], &dev)?
+        .requires_grad_(true)?;
+    let w = Tensor::from_slice(&[1.0f32, 0.5], &[2], &dev)?.requires_grad_(true)?;
+    let ids = Tensor::from_slice(&[2i64, 0, 2], &[3], &dev)?;
+    let cols = Tensor::from_slice(&[1i32, 0, 1], &[3, 1], &dev)?;
+    let ((y, dt), rec) = tracer.record(|| {
+        let n = layer_norm(&embedding(&ids, &table, None)?, &[2], Some(&w), None, 1e-5)?;
+        let y = n
+            .gather(1, &cols)?
+            .add(&n.argmax(1, true)?.to_dtype(DType::F32)?)?;
+        y.sum_all()?.backward()?;
+        Ok((y, grad(&table)?))
+    })?;
+    let plan = Plan::build(
+        &rec,
+        &[Binding::output("y", &y), Binding::output("dt", &dt)],
+    )?;
+    let words = plan.words().to_vec();
+    let mut arena = vec![0u128; plan.arena_bytes().div_ceil(16) + 64];
+    let (mut a, mut b) = ([0.0f32; 3], [0.0f32; 6]);
+    let mut refused = 0;
+    for i in 0..words.len() {
+        for v in [
+            0u32,
+            1,
+            2,
+            7,
+            0xFFFF_FFFF,
+            words[i] ^ 0x10,
+            words[i].wrapping_add(4),
+        ] {
+            let mut c = words.clone();
+            c[i] = v;
+            let Ok(p) = kael_core::plan::PlanRef::new(&c) else {
+                refused += 1;
+                continue;
+            };
+            let r = p.run(
+                bytemuck::cast_slice_mut(&mut arena),
+                &mut [Bind::output("y", &mut a), Bind::output("dt", &mut b)],
+            );
+            refused += usize::from(r.is_err());
+        }
+    }
+    assert!(
+        refused > words.len(),
+        "{refused} of {} refused",
+        7 * words.len()
+    );
+    Ok(())
+}

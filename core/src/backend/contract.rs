@@ -200,6 +200,41 @@ fn with_dim(l: &Layout, dim: usize, len: usize) -> crate::shape::Dims {
     want
 }
 
+/// [`Backend::cast`](super::Backend::cast)'s contract: one shape, and a
+/// destination that is not the source (a cast is never in place).
+///
+/// # Errors
+/// [`Error::ShapeMismatch`], [`Error::InvalidArgument`].
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, d) = (Storage::zeroed(24, &dev)?, Storage::zeroed(48, &dev)?);
+/// # let (ls, ld) = (Layout::contiguous(&[3, 2])?, Layout::contiguous(&[2, 3])?);
+/// let src = Src { storage: &s, layout: &ls, dtype: DType::F32 };
+/// let dst = Src { storage: &d, layout: &ld, dtype: DType::F64 };
+/// assert!(contract::cast(src, dst).is_err()); // [3, 2] into [2, 3]
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn cast(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
+    cast_of(src.into(), dst.into())
+}
+
+/// [`cast`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`cast`].
+pub(crate) fn cast_of(src: Operand<'_>, dst: Operand<'_>) -> Result<()> {
+    if src.layout.shape() != dst.layout.shape() {
+        return Err(shape_err(
+            "to_dtype",
+            dst.layout.shape(),
+            src.layout.shape(),
+        ));
+    }
+    distinct("to_dtype", &[&src], &dst)
+}
+
 /// The sizes of a batched product `[.., m, k] @ [.., k, n]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MatmulShape {

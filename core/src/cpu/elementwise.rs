@@ -216,7 +216,7 @@ enum Wide {
 /// destination dtype: 10 loops and 10 stores.
 fn cast_from<S: Scalar>(src: Src<'_>, dst: Dst<'_>) -> Result<()> {
     const OP: &str = "to_dtype";
-    no_alias(OP, &[&src], &dst)?;
+    crate::backend::contract::cast(src, dst)?;
     let ga = src.storage.read(OP)?;
     let sa = typed::<S>(ga.bytes())?;
     let mut gd = dst.storage.write(OP)?;

@@ -178,7 +178,7 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
             ));
         }
         plan.for_each_step(|s| {
-            for (bit, name) in step_bits(&s)? {
+            for (bit, name) in step_bits::<OPS>(&s)? {
                 if OPS & bit != bit {
                     return Err(Error::Unsupported {
                         op: name,
@@ -187,7 +187,7 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
                 }
             }
             if OPS & family::BITS != 0 {
-                family::check::<OPS>(&s)?;
+                family::check::<OPS>(plan, &s)?;
             }
             Ok(())
         })?;
@@ -275,7 +275,7 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
 
 /// The kernel-selection bits a step needs, each with its op's name (0
 /// for writes and zeroing, which are always linked).
-fn step_bits(s: &Step<'_>) -> Result<[(u128, &'static str); 3]> {
+fn step_bits<const OPS: u128>(s: &Step<'_>) -> Result<[(u128, &'static str); 3]> {
     const NONE: (u128, &str) = (0, "write");
     let one = |b: (u128, &'static str)| [b, NONE, NONE];
     Ok(match s.kernel & !kernel::FLAT {
@@ -304,6 +304,13 @@ fn step_bits(s: &Step<'_>) -> Result<[(u128, &'static str); 3]> {
                 un.map_or(NONE, |u| (u.bit(), u.name())),
             ]
         }
+        // A replayer without any slice-level family refuses their steps
+        // without linking their names.
+        kernel::CAST..=kernel::LAYER_NORM_BACKWARD if OPS & family::BITS == 0 => one((
+            family::BITS,
+            "a kernel family this Replayer was built without",
+        )),
+        _ if OPS & family::BITS == 0 => one(NONE),
         _ => one(family::family_bit(s).unwrap_or(NONE)),
     })
 }
@@ -343,7 +350,7 @@ impl PlanRef<'_> {
     pub fn ops(&self) -> Result<u128> {
         let mut set = 0u128;
         self.for_each_step(|s| {
-            for (bit, _) in step_bits(&s)? {
+            for (bit, _) in step_bits::<{ ops::ALL }>(&s)? {
                 set |= bit;
             }
             Ok(())

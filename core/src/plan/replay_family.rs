@@ -17,7 +17,7 @@ use crate::cpu::ops;
 use crate::cpu::reduce::arg_reduce_slices;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::plan::format::{Opnd, Step, family_arity, kernel};
+use crate::plan::format::{Opnd, PlanRef, Step, family_arity, kernel};
 use crate::storage::{typed, typed_mut};
 
 /// The contract's view of a decoded operand.
@@ -83,20 +83,22 @@ fn f32_data(op: &'static str, d: DType) -> Result<()> {
     }
 }
 
-/// The kernel contract of a family step (`backend::contract`, the checks
+/// A family step's operands (NOTE [Family steps are checked where they
+/// are linked]) and its kernel contract (`backend::contract`, the checks
 /// every backend's kernels make), run once by `Replayer::new` for the
 /// families `OPS` links.
-pub(super) fn check<const OPS: u128>(s: &Step<'_>) -> Result<()> {
+pub(super) fn check<const OPS: u128>(plan: &PlanRef<'_>, s: &Step<'_>) -> Result<()> {
     let Some((bit, name)) = family_bit(s) else {
         return Ok(());
     };
     if OPS & bit == 0 {
         return Ok(()); // refused by the caller's bit check
     }
+    plan.validate_family(s)?;
     let (o, n) = decode(s)?;
     let dim = s.params.first().copied().unwrap_or(0) as usize;
     match s.kernel {
-        kernel::CAST => Ok(()),
+        kernel::CAST => contract::cast_of(operand(&o[0]), operand(&o[1])),
         kernel::ARG_REDUCE => {
             f32_data(name, o[0].dtype)?;
             let dim = s.params.get(1).copied().unwrap_or(0) as usize;
