@@ -354,6 +354,9 @@ fn gemm_blocked<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Resu
 /// batch entry's product by [`small_product`] after checking that its
 /// matrices lie inside the slices.
 fn gemm_small<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Result<()> {
+    // The lengths first: no reference to a slice is made after its
+    // pointer is taken.
+    let (la, lb, ld) = (sa.len(), sb.len(), sd.len());
     let (pa, pb, pd) = (sa.as_ptr(), sb.as_ptr(), sd.as_mut_ptr());
     let mut inside = true;
     d.each(|[oc, oa, ob]| {
@@ -361,9 +364,9 @@ fn gemm_small<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Result
             reach(o, rows, rs, cols, cs).is_some_and(|r| r <= len)
         };
         inside = inside
-            && fits(oa, d.m, d.a_rs, d.k, d.a_cs, sa.len())
-            && fits(ob, d.k, d.b_rs, d.n, d.b_cs, sb.len())
-            && fits(oc, d.m, d.c_rs, d.n, d.c_cs, sd.len());
+            && fits(oa, d.m, d.a_rs, d.k, d.a_cs, la)
+            && fits(ob, d.k, d.b_rs, d.n, d.b_cs, lb)
+            && fits(oc, d.m, d.c_rs, d.n, d.c_cs, ld);
         if inside {
             // SAFETY: each matrix's elements lie inside its slice (checked
             // just above), and `sd` is a `&mut` disjoint from `sa`, `sb`.

@@ -348,6 +348,56 @@ mod tests {
     }
 
     #[test]
+    fn slice_level_family_steps_replay() -> Result<()> {
+        // Casts, argmax, the four index families and the fused layer norm
+        // with its backward: the reference kernels on the replay's
+        // slices (NOTE [Slice-level kernels]), under Miri too.
+        let tracer = Tracer::new(Accumulation::F64);
+        let dev = tracer.device();
+        let table = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.25, 1.5, -0.5], &[3, 2], &dev)?
+            .requires_grad_(true)?;
+        let w = Tensor::from_slice(&[1.0f32, 0.5], &[2], &dev)?.requires_grad_(true)?;
+        let ids = Tensor::from_slice(&[2i64, 0, 2], &[3], &dev)?;
+        let cols = Tensor::from_slice(&[1i32, 0, 1], &[3, 1], &dev)?;
+        let ((y, dt, dw), rec) = tracer.record(|| {
+            let e = crate::nn::functional::embedding(&ids, &table, None)?;
+            let n = crate::nn::functional::layer_norm(&e, &[2], Some(&w), None, 1e-5)?;
+            let am = n.argmax(1, true)?.to_dtype(crate::DType::F32)?;
+            let y = n.gather(1, &cols)?.add(&am)?;
+            y.sum_all()?.backward()?;
+            let g = |t: &Tensor| {
+                t.grad().ok_or(crate::Error::Autograd {
+                    op: "test",
+                    reason: "no grad",
+                })
+            };
+            Ok((y, g(&table)?, g(&w)?.deep_clone()?))
+        })?;
+        let plan = Plan::build(
+            &rec,
+            &[
+                Binding::output("y", &y),
+                Binding::output("dt", &dt),
+                Binding::output("dw", &dw),
+            ],
+        )?;
+        let (mut gy, mut gt, mut gw) = ([0.0f32; 3], [0.0f32; 6], [0.0f32; 2]);
+        let mut arena = Arena::<1024>::new();
+        plan.run(
+            arena.as_mut_slice(),
+            &mut [
+                Bind::output("y", &mut gy),
+                Bind::output("dt", &mut gt),
+                Bind::output("dw", &mut gw),
+            ],
+        )?;
+        assert_eq!(bits(&gy), bits(&y.to_vec::<f32>()?));
+        assert_eq!(bits(&gt), bits(&dt.to_vec::<f32>()?));
+        assert_eq!(bits(&gw), bits(&dw.to_vec::<f32>()?));
+        Ok(())
+    }
+
+    #[test]
     fn compare_where_and_in_place_steps_replay() -> Result<()> {
         let tracer = Tracer::new(Accumulation::F64);
         let dev = tracer.device();
