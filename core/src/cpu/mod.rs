@@ -17,6 +17,7 @@ pub mod norm;
 pub mod reduce;
 pub mod select;
 pub mod softmax_grad;
+pub(crate) mod strided;
 
 pub use select::{dtypes, ops};
 

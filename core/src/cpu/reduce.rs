@@ -26,11 +26,12 @@
 use crate::backend::{ArgReduceOp, Dst, ReduceOp, Src, contract};
 use crate::cpu::elementwise::aliases;
 use crate::cpu::select::dtypes;
+use crate::cpu::strided::{self, Dim, Strided, Walk};
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, walk};
-use crate::shape::contiguous_strides;
+use crate::shape::MAX_RANK;
 use crate::storage::{typed, typed_mut};
 use alloc::vec::Vec;
 use half::{bf16, f16};
@@ -236,18 +237,19 @@ fn reduce_with<A: Acc, const DTYPES: u16>(
     {
         let g = src.storage.read(name)?;
         dispatch_in!(DTYPES, name, src.dtype, T => {
-            accumulate(op, typed::<T>(g.bytes())?, src.layout, dst.layout, dims, &mut acc);
-            Ok::<(), Error>(())
+            accumulate(op, typed::<T>(g.bytes())?, src.layout, dst.layout, dims, &mut acc)
         })?;
     }
     store::<A, DTYPES>(name, &acc, dst)
 }
 
-/// The arithmetic of every reduction: combines each element of `s` (read
-/// through `src`) into its slot of `acc` (dst's row-major order, reduced
-/// `dims` collapsed), walking `src` in row-major order. `acc` starts at
-/// [`Acc::identity`]. Plan replay (`crate::plan`) combines with the same
-/// [`Acc`] in the same order over raw pointers, so both give the same bits.
+/// Every reduction's walk: combines each element of `s` (read through
+/// `src`) into its slot of `acc` (dst's row-major order, reduced `dims`
+/// collapsed) in `src`'s row-major order, by [`accumulate_strided`].
+/// `acc` starts at [`Acc::identity`].
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `src` reaches past `s`.
 pub(crate) fn accumulate<T: Elem, A: Acc>(
     op: ReduceOp,
     s: &[T],
@@ -255,34 +257,118 @@ pub(crate) fn accumulate<T: Elem, A: Acc>(
     dst: &Layout,
     dims: &[usize],
     acc: &mut [A],
-) {
-    // Each source position's slot in `acc`: the row-major index of its
-    // output position, i.e. dst's contiguous strides with 0 on reduced dims.
-    let mut strides = contiguous_strides(dst.shape());
-    for &d in dims {
-        strides[d] = 0;
+) -> Result<()> {
+    let src = Strided::of(src);
+    if strided::reach(&src).is_none_or(|r| r > s.len()) {
+        return Err(past_storage(ReduceOp::name(op)));
     }
-    let slots = Layout::from_dims(src.shape().clone(), strides, 0);
-    walk([src, &slots], |[os, oa]| {
-        acc[oa] = acc[oa].combine(op, A::load(s[os]));
+    let mask = dims
+        .iter()
+        .fold(0u32, |m, &d| m | 1u32.checked_shl(d as u32).unwrap_or(0));
+    // SAFETY: every element `src` reaches lies inside `s` (checked above).
+    unsafe { accumulate_strided(op, s.as_ptr(), src, dst.shape(), mask, acc) };
+    Ok(())
+}
+
+/// NOTE [One reduction walk]
+/// The arithmetic of every reduction, eager or replayed: each source
+/// element (read through `src`) is combined with [`Acc::combine`] into
+/// its slot of `acc`, the row-major index of its output position (dst's
+/// contiguous strides, 0 on the dims whose bits `mask` sets), walking the
+/// source in row-major order ([`Walk`]: the same order whatever dims
+/// merge). The eager kernel and a plan's replay both call this one
+/// function, so their bits agree by construction.
+///
+/// # Safety
+/// Every element `src` reaches is valid to read at `s`.
+#[inline]
+pub(crate) unsafe fn accumulate_strided<T: Elem, A: Acc, D: Dim>(
+    op: ReduceOp,
+    s: *const T,
+    src: Strided<'_, D>,
+    dst_shape: &[D],
+    mask: u32,
+    acc: &mut [A],
+) {
+    let mut slot = [0usize; MAX_RANK];
+    let mut n = 1usize;
+    for (k, &dk) in dst_shape.iter().enumerate().rev() {
+        if mask & (1 << k) == 0
+            && let Some(x) = slot.get_mut(k)
+        {
+            *x = n;
+        }
+        n = n.saturating_mul(dk.get());
+    }
+    let w = Walk::from_fn(src.shape, [src.offset, 0], |k, dim| {
+        if k == 0 {
+            src.strides.get(dim).map_or(0, |&x| x.get())
+        } else {
+            slot.get(dim).copied().unwrap_or(0)
+        }
+    });
+    w.rows(|[mut os, mut oa], [ss, sa], len| {
+        for _ in 0..len {
+            // SAFETY: the caller's (the walk stays inside `src`'s reach).
+            let x = A::load(unsafe { *s.wrapping_add(os) });
+            if let Some(y) = acc.get_mut(oa) {
+                *y = y.combine(op, x);
+            }
+            (os, oa) = (os.wrapping_add(ss), oa.wrapping_add(sa));
+        }
     });
 }
 
-/// Stores `vals` (in dst's row-major order) through `dst`.
-pub(crate) fn store_into<T: Elem, A: Acc>(vals: &[A], d: &mut [T], dst: &Layout) {
+/// Stores `vals` (in dst's row-major order) through `dst`, by
+/// [`store_strided`].
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `dst` reaches past `d`.
+pub(crate) fn store_into<T: Elem, A: Acc>(vals: &[A], d: &mut [T], dst: &Layout) -> Result<()> {
+    let dst = Strided::of(dst);
+    if strided::reach(&dst).is_none_or(|r| r > d.len()) {
+        return Err(past_storage("reduce"));
+    }
+    // SAFETY: every element `dst` reaches lies inside `d` (checked above).
+    unsafe { store_strided(vals, d.as_mut_ptr(), dst) };
+    Ok(())
+}
+
+/// Stores `vals` (dst's row-major order) through `dst` (NOTE [One
+/// reduction walk]).
+///
+/// # Safety
+/// Every element `dst` reaches is valid to write at `d`.
+#[inline]
+pub(crate) unsafe fn store_strided<T: Elem, A: Acc, D: Dim>(
+    vals: &[A],
+    d: *mut T,
+    dst: Strided<'_, D>,
+) {
     let mut i = 0;
-    walk([dst], |[od]| {
-        d[od] = vals[i].store::<T>();
-        i += 1;
+    strided::rows(dst.shape, &[dst], |[mut od], [sd], len| {
+        for _ in 0..len {
+            if let Some(y) = vals.get(i) {
+                // SAFETY: the caller's.
+                unsafe { *d.wrapping_add(od) = y.store::<T>() };
+            }
+            (od, i) = (od.wrapping_add(sd), i + 1);
+        }
     });
+}
+
+fn past_storage(op: &'static str) -> Error {
+    Error::InvalidArgument {
+        op,
+        reason: "an operand's layout reaches past its storage; pass layouts that fit their storages",
+    }
 }
 
 /// Writes `vals` (in dst's row-major order) into `dst`.
 fn store<A: Acc, const DTYPES: u16>(name: &'static str, vals: &[A], dst: Dst<'_>) -> Result<()> {
     dispatch_in!(DTYPES, name, dst.dtype, T => {
         let mut g = dst.storage.write(name)?;
-        store_into(vals, typed_mut::<T>(g.bytes_mut())?, dst.layout);
-        Ok(())
+        store_into(vals, typed_mut::<T>(g.bytes_mut())?, dst.layout)
     })
 }
 

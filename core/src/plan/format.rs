@@ -311,6 +311,18 @@ pub(crate) struct View<'a> {
     pub(crate) strides: &'a [u32],
 }
 
+impl<'a> View<'a> {
+    /// The operand's elements, for the shared walks.
+    #[inline(always)]
+    pub(crate) fn strided(&self) -> crate::cpu::strided::Strided<'a, u32> {
+        crate::cpu::strided::Strided {
+            offset: self.offset,
+            shape: self.shape,
+            strides: self.strides,
+        }
+    }
+}
+
 impl<'a> Step<'a> {
     /// The operands as [`View`]s, in order (sources, then the destination).
     #[inline]

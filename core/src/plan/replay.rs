@@ -30,12 +30,14 @@ use super::format::{
 use crate::backend::{BinaryOp, CmpOp};
 use crate::cpu::matmul::small_product;
 use crate::cpu::ops;
-use crate::cpu::reduce::{Acc, Kahan32, accumulate, softmax_row_f32, softmax_row_f64, store_into};
+use crate::cpu::reduce::{
+    Acc, Kahan32, accumulate_strided, softmax_row_f32, softmax_row_f64, store_strided,
+};
 use crate::cpu::softmax_grad::softmax_backward_row;
+use crate::cpu::strided::{self, Walk};
 use crate::dtype::Scalar;
 use crate::error::{Error, Result};
 use crate::shape::MAX_RANK;
-use crate::storage::{typed, typed_mut};
 
 /// A slice a replay reads or writes, bound by name to one of the plan's
 /// bindings ([`PlanRef::binding`]).
@@ -668,7 +670,7 @@ impl Mem<'_, '_> {
         if len == 0 {
             return Ok(());
         }
-        let rows = Walk::new(&outer[..rank], &v);
+        let rows = walk_of(&outer[..rank], &v);
         rows.each(rows.rank, |[oa, od]| {
             // SAFETY: NOTE [Replay on raw pointers]: each row's elements
             // lie inside the validated walks of `a` and `d`, which are
@@ -720,46 +722,39 @@ impl Mem<'_, '_> {
         Ok(())
     }
 
-    /// A reduction: the reference backend's own [`accumulate`] and
-    /// [`store_into`] (NOTE [Slice-level kernels]) on the step's buffers,
-    /// the accumulators in the step's arena scratch.
+    /// A reduction: the reference backend's own walk (NOTE [One
+    /// reduction walk]) on the step's buffers, the accumulators in the
+    /// step's arena scratch.
     fn reduce<A: Acc>(&self, s: &Step<'_>) -> Result<()> {
-        let [a, d] = s.operands::<2>()?;
+        let v @ [a, d] = s.views::<2>()?;
         let op = super::format::REDUCE_OPS
             .get(s.params[0] as usize)
             .copied()
             .ok_or_else(|| refuse("corrupt reduce step"))?;
-        let mask = s.params[1];
-        let mut dims = [0usize; MAX_RANK];
-        let mut nd = 0;
-        for k in 0..a.layout.rank().min(MAX_RANK) {
-            if mask & (1 << k) != 0 {
-                dims[nd] = k;
-                nd += 1;
-            }
-        }
-        let n = d.layout.numel();
-        let scratch = s.params[2] as usize;
-        let room = self.plan.buffer(scratch)?.nbytes;
-        if n.checked_mul(size_of::<A>()).is_none_or(|need| need > room) {
+        let n = d
+            .shape
+            .iter()
+            .fold(1usize, |n, &x| n.saturating_mul(x as usize));
+        let scratch = self.plan.buffer(s.params[2] as usize)?.nbytes;
+        if n.checked_mul(size_of::<A>())
+            .is_none_or(|need| need > scratch)
+        {
             return Err(refuse("corrupt reduction scratch"));
         }
+        let [pa, pd] = self.ptrs::<f32, 2>(&v)?;
+        let ps = self.ptr(s.params[2] as usize)?;
         // SAFETY: NOTE [Replay on raw pointers]: the scratch is an arena
         // buffer (16-aligned) of at least `n` accumulators, disjoint from
         // the operands (validated), and every bit pattern is a valid `A`
-        // (f64, or two f32); the source is disjoint from the destination
-        // (a reduction is never in place), so the one `&mut` to each
-        // aliases nothing.
-        let (acc, sa, sd) = unsafe {
-            (
-                core::slice::from_raw_parts_mut(self.ptr(scratch)?.cast::<A>(), n),
-                typed::<f32>(self.bytes(a.buf)?)?,
-                typed_mut::<f32>(self.bytes_mut(d.buf)?)?,
-            )
-        };
-        acc.fill(A::identity(op));
-        accumulate(op, sa, &a.layout, &d.layout, &dims[..nd], acc);
-        store_into(acc, sd, &d.layout);
+        // (f64, or two f32); it is filled before it is read. The source's
+        // and the destination's walks stay inside their buffers, which
+        // are disjoint.
+        unsafe {
+            let acc = core::slice::from_raw_parts_mut(ps.cast::<A>(), n);
+            acc.fill(A::identity(op));
+            accumulate_strided(op, pa.cast_const(), a.strided(), d.shape, s.params[1], acc);
+            store_strided(acc, pd, d.strided());
+        }
         Ok(())
     }
 }
@@ -775,143 +770,20 @@ fn d_shape<'a, const N: usize>(v: &[View<'a>; N]) -> &'a [u32] {
     v.last().map_or(&[], |d| d.shape)
 }
 
-/// `N` operands' element offsets walked together in the destination's
-/// row-major order, with dimensions of size 1 dropped and dimensions that
-/// are contiguous in every operand merged, so a contiguous elementwise op
-/// is one row.
-struct Walk<const N: usize> {
-    /// Dimensions after merging; 0 when the shape has no elements.
-    rank: usize,
-    shape: [usize; MAX_RANK],
-    strides: [[usize; MAX_RANK]; N],
-    base: [usize; N],
-}
-
-/// Calls `f(offsets, inner strides, length)` for every row of the
-/// elementwise walk over `shape` (NOTE [Replay on raw pointers]): one row
-/// when every operand is row-major contiguous or a broadcast scalar (the
-/// common case, without building a [`Walk`]), else [`Walk::rows`].
+/// [`strided::rows`] over a step's views.
 #[inline]
 fn rows<const N: usize>(
     shape: &[u32],
     v: &[View<'_>; N],
-    mut f: impl FnMut([usize; N], [usize; N], usize),
+    f: impl FnMut([usize; N], [usize; N], usize),
 ) {
-    let mut inner = [0usize; N];
-    let numel = shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d as usize));
-    let dense = v.iter().zip(inner.iter_mut()).all(|(v, inner)| {
-        // Row-major contiguous, ignoring size-1 dims: stride 1 inner.
-        let mut want = 1usize;
-        let contiguous = v.shape.iter().zip(v.strides).rev().all(|(&d, &s)| {
-            let ok = d == 1 || s as usize == want;
-            want = want.wrapping_mul(d as usize);
-            ok
-        });
-        *inner = usize::from(contiguous);
-        contiguous
-            || v.strides
-                .iter()
-                .zip(v.shape)
-                .all(|(&s, &d)| s == 0 || d == 1)
-    });
-    match numel {
-        Some(0) => {}
-        Some(n) if dense => f(core::array::from_fn(|k| v[k].offset), inner, n),
-        _ => Walk::new(shape, v).rows(f),
-    }
+    strided::rows(shape, &v.map(|x| x.strided()), f);
 }
 
-impl<const N: usize> Walk<N> {
-    /// The walk over `shape` (a prefix of the operands' dimensions).
-    #[inline(always)]
-    fn new(shape: &[u32], v: &[View<'_>; N]) -> Self {
-        Self::from_fn(shape, core::array::from_fn(|k| v[k].offset), |k, d| {
-            v[k].strides.get(d).map_or(0, |&s| s as usize)
-        })
-    }
-
-    /// The walk over `shape` from `base`, operand `k` stepping
-    /// `stride(k, d)` along dimension `d`.
-    #[inline(always)]
-    fn from_fn(shape: &[u32], base: [usize; N], stride: impl Fn(usize, usize) -> usize) -> Self {
-        let mut w = Walk {
-            rank: 0,
-            shape: [1; MAX_RANK],
-            strides: [[0; MAX_RANK]; N],
-            base,
-        };
-        for (d, &n) in shape.iter().enumerate() {
-            let n = n as usize;
-            if n == 0 {
-                w.rank = 0;
-                return w;
-            }
-            if n == 1 {
-                continue;
-            }
-            let st: [usize; N] = core::array::from_fn(|k| stride(k, d));
-            let last = w.rank.wrapping_sub(1);
-            if w.rank > 0 && (0..N).all(|k| w.strides[k][last] == st[k].wrapping_mul(n)) {
-                w.shape[last] *= n;
-                for (ws, &s) in w.strides.iter_mut().zip(&st) {
-                    ws[last] = s;
-                }
-            } else if w.rank < MAX_RANK {
-                w.shape[w.rank] = n;
-                for (ws, &s) in w.strides.iter_mut().zip(&st) {
-                    ws[w.rank] = s;
-                }
-                w.rank += 1;
-            }
-        }
-        // All dimensions of size 1 (or none): one element.
-        w.rank = w.rank.max(1);
-        w
-    }
-
-    /// Calls `f(offsets)` at every position of the first `outer`
-    /// dimensions.
-    #[inline]
-    fn each(&self, outer: usize, mut f: impl FnMut([usize; N])) {
-        if self.rank == 0 {
-            return;
-        }
-        let mut idx = [0usize; MAX_RANK];
-        let mut off = self.base;
-        loop {
-            f(off);
-            let mut d = outer;
-            loop {
-                if d == 0 {
-                    return;
-                }
-                d -= 1;
-                idx[d] += 1;
-                if idx[d] < self.shape[d] {
-                    for (o, s) in off.iter_mut().zip(&self.strides) {
-                        *o = o.wrapping_add(s[d]);
-                    }
-                    break;
-                }
-                for (o, s) in off.iter_mut().zip(&self.strides) {
-                    *o = o.wrapping_sub(s[d].wrapping_mul(self.shape[d] - 1));
-                }
-                idx[d] = 0;
-            }
-        }
-    }
-
-    /// Calls `f(offsets, inner strides, length)` for every row (the last
-    /// merged dimension).
-    #[inline]
-    fn rows(&self, mut f: impl FnMut([usize; N], [usize; N], usize)) {
-        let last = self.rank.saturating_sub(1);
-        let inner = core::array::from_fn(|k| self.strides[k][last]);
-        let n = self.shape[last];
-        self.each(last, |o| f(o, inner, n));
-    }
+/// [`Walk::new`] over a step's views.
+#[inline(always)]
+fn walk_of<const N: usize>(shape: &[u32], v: &[View<'_>; N]) -> Walk<N> {
+    Walk::new(shape, &v.map(|x| x.strided()))
 }
 
 /// `n` elements `x` from `d`, `sd` apart.
@@ -1000,7 +872,7 @@ unsafe fn matmul(v: &[View<'_>; 3], [a, b, d]: [*mut f32; 3]) {
     if batch.is_empty() {
         body([va.offset, vb.offset, vd.offset]);
     } else {
-        let w = Walk::new(batch, v);
+        let w = walk_of(batch, v);
         w.each(w.rank, body);
     }
 }
