@@ -6,6 +6,7 @@
 use crate::backend::contract::no_alias;
 use crate::backend::{BinaryOp, CmpOp, Dst, Src, UnaryOp};
 use crate::cpu::select::{dtypes, ops};
+use crate::cpu::strided::{self, Strided};
 use crate::device_kind::DeviceKind;
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
@@ -25,6 +26,19 @@ fn guard<'a>(src: &Src<'a>, dst: &Dst<'a>, op: &'static str) -> Result<Option<Re
         Ok(None)
     } else {
         src.storage.read(op).map(Some)
+    }
+}
+
+/// `l`'s elements, when every one lies inside a slice of `len` elements.
+fn inside(l: &Layout, len: usize) -> Result<Strided<'_, usize>> {
+    let v = Strided::of(l);
+    if strided::reach(&v).is_some_and(|r| r <= len) {
+        Ok(v)
+    } else {
+        Err(Error::InvalidArgument {
+            op: "elementwise",
+            reason: "an operand's layout reaches past its storage; pass layouts that fit their storages",
+        })
     }
 }
 
@@ -69,9 +83,20 @@ pub fn map1_same<T: Scalar>(
                     *o = f(x);
                 }
             }
-            None => walk([dst.layout, a.layout], |[od, oa]| d[od] = f(sa[oa])),
+            None => {
+                let v = [inside(a.layout, sa.len())?, inside(dst.layout, d.len())?];
+                // SAFETY: NOTE [Shared elementwise walks]: both views lie
+                // inside their slices, which are different storages'.
+                unsafe { strided::map(&v, sa.as_ptr(), d.as_mut_ptr(), f) }
+            }
         },
-        None => walk([dst.layout], |[od]| d[od] = f(d[od])),
+        None => {
+            let vd = inside(dst.layout, d.len())?;
+            let p = d.as_mut_ptr();
+            // SAFETY: as above; the source is exactly the destination, read
+            // through the same pointer.
+            unsafe { strided::map(&[vd, vd], p.cast_const(), p, f) }
+        }
     }
     Ok(())
 }
@@ -99,17 +124,20 @@ pub fn map2_same<T: Scalar>(
             return Ok(());
         }
     }
-    walk([dst.layout, a.layout, b.layout], |[od, oa, ob]| {
-        let x = match sa {
-            Some(s) => s[oa],
-            None => d[oa],
-        };
-        let y = match sb {
-            Some(s) => s[ob],
-            None => d[ob],
-        };
-        d[od] = f(x, y);
-    });
+    let v = [
+        inside(a.layout, sa.map_or(d.len(), <[T]>::len))?,
+        inside(b.layout, sb.map_or(d.len(), <[T]>::len))?,
+        inside(dst.layout, d.len())?,
+    ];
+    let pd = d.as_mut_ptr();
+    let (pa, pb) = (
+        sa.map_or(pd.cast_const(), <[T]>::as_ptr),
+        sb.map_or(pd.cast_const(), <[T]>::as_ptr),
+    );
+    // SAFETY: NOTE [Shared elementwise walks]: every view lies inside its
+    // slice; a source is another storage's or exactly the destination
+    // (read through its pointer).
+    unsafe { strided::zip(&v, pa, pb, pd, f) };
     Ok(())
 }
 
@@ -125,7 +153,10 @@ pub fn map1<T: Scalar, U: Scalar>(
     let mut gd = dst.storage.write(op)?;
     let d = typed_mut::<U>(gd.bytes_mut())?;
     let sa = typed::<T>(ga.bytes())?;
-    walk([dst.layout, a.layout], |[od, oa]| d[od] = f(sa[oa]));
+    let v = [inside(a.layout, sa.len())?, inside(dst.layout, d.len())?];
+    // SAFETY: NOTE [Shared elementwise walks]: both views lie inside their
+    // slices, which are different storages'.
+    unsafe { strided::map(&v, sa.as_ptr(), d.as_mut_ptr(), f) };
     Ok(())
 }
 
@@ -144,9 +175,13 @@ pub fn map2<T: Scalar, U: Scalar>(
     let d = typed_mut::<U>(gd.bytes_mut())?;
     let sa = typed::<T>(ga.bytes())?;
     let sb = typed::<T>(gb.bytes())?;
-    walk([dst.layout, a.layout, b.layout], |[od, oa, ob]| {
-        d[od] = f(sa[oa], sb[ob])
-    });
+    let v = [
+        inside(a.layout, sa.len())?,
+        inside(b.layout, sb.len())?,
+        inside(dst.layout, d.len())?,
+    ];
+    // SAFETY: as `map1`'s, for both sources.
+    unsafe { strided::zip(&v, sa.as_ptr(), sb.as_ptr(), d.as_mut_ptr(), f) };
     Ok(())
 }
 
@@ -335,7 +370,9 @@ pub fn fill_in<const DTYPES: u16>(dst: Dst<'_>, value: f64) -> Result<()> {
         let x = T::from_f64(v);
         let mut gd = dst.storage.write("fill")?;
         let d = typed_mut::<T>(gd.bytes_mut())?;
-        walk([dst.layout], |[od]| d[od] = x);
+        let vd = inside(dst.layout, d.len())?;
+        // SAFETY: NOTE [Shared elementwise walks]: the view lies inside `d`.
+        unsafe { strided::fill(vd, d.as_mut_ptr(), x) };
         Ok(())
     })
 }
@@ -551,9 +588,15 @@ pub fn where_cond_in<const DTYPES: u16>(
         let sc = typed::<u8>(gc.bytes())?;
         let st = typed::<T>(gt.bytes())?;
         let sf = typed::<T>(gf.bytes())?;
-        walk([dst.layout, cond.layout, t.layout, f.layout], |[od, oc, ot, of]| {
-            d[od] = if sc[oc] != 0 { st[ot] } else { sf[of] };
-        });
+        let v = [
+            inside(cond.layout, sc.len())?,
+            inside(t.layout, st.len())?,
+            inside(f.layout, sf.len())?,
+            inside(dst.layout, d.len())?,
+        ];
+        // SAFETY: NOTE [Shared elementwise walks]: every view lies inside
+        // its slice; the sources are other storages' than the destination.
+        unsafe { strided::select(&v, sc.as_ptr(), st.as_ptr(), sf.as_ptr(), d.as_mut_ptr()) };
         Ok(())
     })
 }

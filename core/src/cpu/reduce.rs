@@ -357,6 +357,20 @@ pub(crate) unsafe fn store_strided<T: Elem, A: Acc, D: Dim>(
     });
 }
 
+/// `l`'s elements, when every one lies inside a slice of `len` elements.
+pub(super) fn inside<'a>(
+    op: &'static str,
+    l: &'a Layout,
+    len: usize,
+) -> Result<Strided<'a, usize>> {
+    let v = Strided::of(l);
+    if strided::reach(&v).is_some_and(|r| r <= len) {
+        Ok(v)
+    } else {
+        Err(past_storage(op))
+    }
+}
+
 fn past_storage(op: &'static str) -> Error {
     Error::InvalidArgument {
         op,
@@ -546,6 +560,86 @@ pub(crate) fn softmax_row_f64(
     }
 }
 
+/// NOTE [One softmax walk]
+/// Every row of a softmax along `dim`, read in place through `v[0]` and
+/// written through `v[1]` by the row functions (NOTE [One softmax row]):
+/// a row's element `k` is written only after its last read, so an
+/// exactly-in-place softmax is safe. The eager kernels and a plan's replay
+/// both call these, in f64 ([`softmax_strided_f64`]) or, with f32
+/// accumulation, in f32 ([`softmax_strided_f32`]).
+///
+/// # Safety
+/// Every element each view reaches is valid (reads at `a`, writes at
+/// `d`), and `a` is disjoint from `d` or exactly it (same pointer and
+/// view); `dim` is a dimension of both views.
+#[inline]
+pub(crate) unsafe fn softmax_strided_f64<T: Scalar, D: Dim>(
+    v: &[Strided<'_, D>; 2],
+    dim: usize,
+    log: bool,
+    a: *const T,
+    d: *mut T,
+) {
+    softmax_walk(v, dim, |len, [oa, od], [sa, sd]| {
+        // SAFETY: the caller's, for this row's elements.
+        let x = |k: usize| unsafe { *a.wrapping_add(oa + k * sa) }.to_f64();
+        // SAFETY: as for `x`, for the destination.
+        let y = |k: usize, r: f64| unsafe { *d.wrapping_add(od + k * sd) = T::from_f64(r) };
+        softmax_row_f64(len, log, x, y);
+    });
+}
+
+/// [`softmax_strided_f64`] in f32 (NOTE [f32 accumulation]).
+///
+/// # Safety
+/// As [`softmax_strided_f64`].
+#[inline]
+pub(crate) unsafe fn softmax_strided_f32<D: Dim>(
+    v: &[Strided<'_, D>; 2],
+    dim: usize,
+    log: bool,
+    a: *const f32,
+    d: *mut f32,
+) {
+    softmax_walk(v, dim, |len, [oa, od], [sa, sd]| {
+        // SAFETY: the caller's, for this row's elements.
+        let x = |k: usize| unsafe { *a.wrapping_add(oa + k * sa) };
+        // SAFETY: as for `x`, for the destination.
+        let y = |k: usize, r: f32| unsafe { *d.wrapping_add(od + k * sd) = r };
+        softmax_row_f32(len, log, x, y);
+    });
+}
+
+/// Calls `row(len, [source offset, destination offset], [strides along
+/// dim])` for every row along `dim` (NOTE [One softmax walk]).
+#[inline(always)]
+fn softmax_walk<D: Dim>(
+    v: &[Strided<'_, D>; 2],
+    dim: usize,
+    mut row: impl FnMut(usize, [usize; 2], [usize; 2]),
+) {
+    let [a, d] = v;
+    let len = a.shape.get(dim).map_or(0, |n| n.get());
+    if len == 0 {
+        return;
+    }
+    let stride = |o: &Strided<'_, D>| o.strides.get(dim).map_or(0, |x| x.get());
+    let along = [stride(a), stride(d)];
+    // The walk over every row's start: the shape with `dim` set to 1.
+    let mut outer = [1usize; MAX_RANK];
+    let rank = a.shape.len().min(MAX_RANK);
+    for (o, n) in outer.iter_mut().zip(a.shape) {
+        *o = n.get();
+    }
+    if let Some(n) = outer.get_mut(dim) {
+        *n = 1;
+    }
+    let rows = Walk::from_fn(&outer[..rank], [a.offset, d.offset], |k, x| {
+        v[k].strides.get(x).map_or(0, |s| s.get())
+    });
+    rows.each(rows.rank, |o| row(len, o, along));
+}
+
 fn softmax_typed<T: Scalar>(
     name: &'static str,
     src: Src<'_>,
@@ -553,13 +647,6 @@ fn softmax_typed<T: Scalar>(
     log: bool,
     dst: Dst<'_>,
 ) -> Result<()> {
-    let len = src.layout.shape()[dim];
-    if src.layout.numel() == 0 {
-        return Ok(());
-    }
-    let mut row = scratch(len, 0.0f64)?;
-    let (src_rows, dst_rows) = (rows_of(src.layout, dim), rows_of(dst.layout, dim));
-    let (ss, ds) = (src.layout.strides()[dim], dst.layout.strides()[dim]);
     let gs = if aliases(&src, &dst) {
         None
     } else {
@@ -568,18 +655,16 @@ fn softmax_typed<T: Scalar>(
     let mut gd = dst.storage.write(name)?;
     let d = typed_mut::<T>(gd.bytes_mut())?;
     let s = gs.as_ref().map(|g| typed::<T>(g.bytes())).transpose()?;
-    walk([&src_rows, &dst_rows], |[bs, bd]| {
-        // The row is read whole before any of it is written (the
-        // destination may be the source).
-        for (k, r) in row.iter_mut().enumerate() {
-            *r = match s {
-                Some(s) => s[bs + k * ss],
-                None => d[bs + k * ss],
-            }
-            .to_f64();
-        }
-        softmax_row_f64(len, log, |k| row[k], |k, y| d[bd + k * ds] = T::from_f64(y));
-    });
+    let v = [
+        inside(name, src.layout, s.map_or(d.len(), <[T]>::len))?,
+        inside(name, dst.layout, d.len())?,
+    ];
+    let pd = d.as_mut_ptr();
+    let pa = s.map_or(pd.cast_const(), <[T]>::as_ptr);
+    // SAFETY: NOTE [One softmax walk]: both views lie inside their slices,
+    // and the source is another storage's or exactly the destination
+    // (read through its pointer); `dim` passed the contract.
+    unsafe { softmax_strided_f64(&v, dim, log, pa, pd) };
     Ok(())
 }
 

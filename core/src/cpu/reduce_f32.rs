@@ -2,11 +2,10 @@
 //! a Kahan-compensated f32 accumulator and an f32 softmax, used only by a
 //! backend built with `F32_ACC`.
 
-use super::{Acc, Elem, rows_of, scratch};
+use super::{Acc, Elem};
 use crate::backend::{Dst, ReduceOp, Src};
 use crate::cpu::elementwise::aliases;
 use crate::error::Result;
-use crate::layout::walk;
 use crate::storage::{typed, typed_mut};
 
 /// An f32 accumulator with Kahan-compensated sums, for f32 sources on a
@@ -136,13 +135,6 @@ pub(super) fn softmax_f32(
     log: bool,
     dst: Dst<'_>,
 ) -> Result<()> {
-    let len = src.layout.shape()[dim];
-    if src.layout.numel() == 0 {
-        return Ok(());
-    }
-    let mut row = scratch(len, 0.0f32)?;
-    let (src_rows, dst_rows) = (rows_of(src.layout, dim), rows_of(dst.layout, dim));
-    let (ss, ds) = (src.layout.strides()[dim], dst.layout.strides()[dim]);
     let gs = if aliases(&src, &dst) {
         None
     } else {
@@ -151,15 +143,15 @@ pub(super) fn softmax_f32(
     let mut gd = dst.storage.write(name)?;
     let d = typed_mut::<f32>(gd.bytes_mut())?;
     let s = gs.as_ref().map(|g| typed::<f32>(g.bytes())).transpose()?;
-    walk([&src_rows, &dst_rows], |[bs, bd]| {
-        // Read whole before written (the destination may be the source).
-        for (k, r) in row.iter_mut().enumerate() {
-            *r = match s {
-                Some(s) => s[bs + k * ss],
-                None => d[bs + k * ss],
-            };
-        }
-        softmax_row_f32(len, log, |k| row[k], |k, y| d[bd + k * ds] = y);
-    });
+    let v = [
+        super::inside(name, src.layout, s.map_or(d.len(), <[f32]>::len))?,
+        super::inside(name, dst.layout, d.len())?,
+    ];
+    let pd = d.as_mut_ptr();
+    let pa = s.map_or(pd.cast_const(), <[f32]>::as_ptr);
+    // SAFETY: NOTE [One softmax walk]: both views lie inside their slices,
+    // and the source is another storage's or exactly the destination
+    // (read through its pointer); `dim` passed the contract.
+    unsafe { super::softmax_strided_f32(&v, dim, log, pa, pd) };
     Ok(())
 }

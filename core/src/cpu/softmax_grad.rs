@@ -85,8 +85,22 @@ fn rows_of<T: NormFloat>(
     let y = elems::<T>(op, gy.bytes(), &out, total)?;
     let mut gd = dx.storage.write(op)?;
     let d = elems_mut::<T>(op, gd.bytes_mut(), &dx, total)?;
+    softmax_backward_rows(g, y, d, n, log);
+    Ok(())
+}
+
+/// The fused softmax backward over contiguous rows of `n` (NOTE
+/// [Slice-level kernels] in [`super::index`]): the eager kernel and a
+/// plan's replay both run it.
+pub(crate) fn softmax_backward_rows<T: NormFloat>(
+    g: &[T],
+    y: &[T],
+    d: &mut [T],
+    n: usize,
+    log: bool,
+) {
     if n == 0 {
-        return Ok(());
+        return;
     }
     for ((gr, yr), dr) in g
         .chunks_exact(n)
@@ -101,5 +115,4 @@ fn rows_of<T: NormFloat>(
             |k, v| dr[k] = T::from_f64(v),
         );
     }
-    Ok(())
 }

@@ -207,3 +207,172 @@ impl<const N: usize> Walk<N> {
         self.each(last, |o| f(o, inner, n));
     }
 }
+
+// NOTE [Shared elementwise walks]
+// The loops below are the elementwise kernels' walks: each reads its
+// operands through raw pointers and stores what `f` (the op table's
+// scalar function, or a copy) returns, with no arithmetic of their own.
+// The reference backend runs its strided elementwise paths through
+// `map`, `zip`, `fill` and `select` (after checking each layout's reach
+// against its slice), and a planned replay runs every elementwise step
+// through them and through `grid2`/`grid3` (the flat 2-D form of a plan:
+// NOTE [Plan words]), so a walk is written once.
+
+/// `n` elements `x` from `d`, `sd` apart.
+///
+/// # Safety
+/// `d` is valid for writes at those elements.
+#[inline]
+pub(crate) unsafe fn fill_row<T: Copy>(mut d: *mut T, sd: usize, n: usize, x: T) {
+    for _ in 0..n {
+        // SAFETY: the caller's.
+        unsafe { *d = x };
+        d = d.wrapping_add(sd);
+    }
+}
+
+/// Every element of `dst` set to `x`.
+///
+/// # Safety
+/// Every element `dst` reaches is valid for writes at `d`.
+#[inline]
+pub(crate) unsafe fn fill<T: Copy, D: Dim>(dst: Strided<'_, D>, d: *mut T, x: T) {
+    rows(dst.shape, &[dst], |[od], [sd], n| {
+        // SAFETY: the caller's.
+        unsafe { fill_row(d.wrapping_add(od), sd, n, x) }
+    });
+}
+
+/// `d = f(a)` elementwise over the destination's (the last view's)
+/// shape, `a` possibly exactly `d`.
+///
+/// # Safety
+/// Every element each view reaches is valid (reads at `a`, writes at
+/// `d`), and `a` is disjoint from `d` or exactly it (the same pointer and
+/// view).
+#[inline]
+pub(crate) unsafe fn map<T: Copy, U: Copy, D: Dim>(
+    v: &[Strided<'_, D>; 2],
+    a: *const T,
+    d: *mut U,
+    f: impl Fn(T) -> U,
+) {
+    rows(v[1].shape, v, |[oa, od], [sa, sd], n| {
+        let (mut a, mut d) = (a.wrapping_add(oa), d.wrapping_add(od));
+        for _ in 0..n {
+            // SAFETY: the caller's; `a` is read before `d` is written.
+            unsafe { *d = f(*a) };
+            (a, d) = (a.wrapping_add(sa), d.wrapping_add(sd));
+        }
+    });
+}
+
+/// `d = f(a, b)` elementwise over the destination's shape, `a` or `b`
+/// possibly exactly `d`.
+///
+/// # Safety
+/// As [`map`], for both sources.
+#[inline]
+pub(crate) unsafe fn zip<T: Copy, U: Copy, D: Dim>(
+    v: &[Strided<'_, D>; 3],
+    a: *const T,
+    b: *const T,
+    d: *mut U,
+    f: impl Fn(T, T) -> U,
+) {
+    rows(v[2].shape, v, |[oa, ob, od], [sa, sb, sd], n| {
+        let (mut a, mut b, mut d) = (a.wrapping_add(oa), b.wrapping_add(ob), d.wrapping_add(od));
+        for _ in 0..n {
+            // SAFETY: the caller's; sources are read before `d` is written.
+            unsafe { *d = f(*a, *b) };
+            (a, b, d) = (a.wrapping_add(sa), b.wrapping_add(sb), d.wrapping_add(sd));
+        }
+    });
+}
+
+/// `d = c ? t : f` elementwise over the destination's shape (`c` a bool
+/// byte per element).
+///
+/// # Safety
+/// As [`map`], for the three sources; none of them is `d`.
+#[inline]
+pub(crate) unsafe fn select<T: Copy, D: Dim>(
+    v: &[Strided<'_, D>; 4],
+    c: *const u8,
+    t: *const T,
+    f: *const T,
+    d: *mut T,
+) {
+    rows(v[3].shape, v, |[oc, ot, of, od], [sc, st, sf, sd], n| {
+        let (mut c, mut t, mut f, mut d) = (
+            c.wrapping_add(oc),
+            t.wrapping_add(ot),
+            f.wrapping_add(of),
+            d.wrapping_add(od),
+        );
+        for _ in 0..n {
+            // SAFETY: the caller's.
+            unsafe { *d = if *c != 0 { *t } else { *f } };
+            (c, t, f, d) = (
+                c.wrapping_add(sc),
+                t.wrapping_add(st),
+                f.wrapping_add(sf),
+                d.wrapping_add(sd),
+            );
+        }
+    });
+}
+
+/// `d = f(a)` over an `n0 x n1` grid in row-major order; each operand is
+/// its first element and its (rows', columns') strides.
+///
+/// # Safety
+/// every element of the grid is valid, and
+/// `a` is disjoint from `d` or exactly it.
+#[inline(always)]
+pub(crate) unsafe fn grid2<T: Copy>(
+    [n0, n1]: [u32; 2],
+    (mut a, a0, a1): (*mut T, u32, u32),
+    (mut d, d0, d1): (*mut T, u32, u32),
+    f: impl Fn(T) -> T,
+) {
+    for _ in 0..n0 {
+        let (mut pa, mut pd) = (a, d);
+        for _ in 0..n1 {
+            // SAFETY: the caller's; `a` is read before `d` is written.
+            unsafe { *pd = f(*pa) };
+            pa = pa.wrapping_add(a1 as usize);
+            pd = pd.wrapping_add(d1 as usize);
+        }
+        a = a.wrapping_add(a0 as usize);
+        d = d.wrapping_add(d0 as usize);
+    }
+}
+
+/// `d = f(a, b)` over an `n0 x n1` grid, as [`grid2`].
+///
+/// # Safety
+/// As [`grid2`], for both sources.
+#[inline(always)]
+pub(crate) unsafe fn grid3(
+    [n0, n1]: [u32; 2],
+    (mut a, a0, a1): (*mut f32, u32, u32),
+    (mut b, b0, b1): (*mut f32, u32, u32),
+    (mut d, d0, d1): (*mut f32, u32, u32),
+    f: impl Fn(f32, f32) -> f32,
+) {
+    for _ in 0..n0 {
+        let (mut pa, mut pb, mut pd) = (a, b, d);
+        for _ in 0..n1 {
+            // SAFETY: the caller's; the sources are read before `d` is
+            // written.
+            unsafe { *pd = f(*pa, *pb) };
+            pa = pa.wrapping_add(a1 as usize);
+            pb = pb.wrapping_add(b1 as usize);
+            pd = pd.wrapping_add(d1 as usize);
+        }
+        a = a.wrapping_add(a0 as usize);
+        b = b.wrapping_add(b0 as usize);
+        d = d.wrapping_add(d0 as usize);
+    }
+}

@@ -31,13 +31,13 @@ use crate::backend::{BinaryOp, CmpOp};
 use crate::cpu::matmul::small_product;
 use crate::cpu::ops;
 use crate::cpu::reduce::{
-    Acc, Kahan32, accumulate_strided, softmax_row_f32, softmax_row_f64, store_strided,
+    Acc, Kahan32, accumulate_strided, softmax_strided_f32, softmax_strided_f64, store_strided,
 };
-use crate::cpu::softmax_grad::softmax_backward_row;
+use crate::cpu::softmax_grad::softmax_backward_rows;
 use crate::cpu::strided::{self, Walk};
 use crate::dtype::Scalar;
 use crate::error::{Error, Result};
-use crate::shape::MAX_RANK;
+use crate::storage::{typed, typed_mut};
 
 /// A slice a replay reads or writes, bound by name to one of the plan's
 /// bindings ([`PlanRef::binding`]).
@@ -495,7 +495,7 @@ impl Mem<'_, '_> {
                     let (a, b, d) = (self.at(ab, ao)?, self.at(bb, bo)?, self.at(db, d_o)?);
                     // SAFETY: the note's; sources are read before the
                     // destination is written (exactly in place at most).
-                    unsafe { grid3([n0, n1], (a, a0, a1), (b, b0, b1), (d, d0, d1), f) };
+                    unsafe { strided::grid3([n0, n1], (a, a0, a1), (b, b0, b1), (d, d0, d1), f) };
                 }
                 (kernel::UNARY, &[n0, n1, ab, ao, a0, a1, db, d_o, d0, d1])
                     if OPS & ops::UNARY != 0 =>
@@ -505,18 +505,31 @@ impl Mem<'_, '_> {
                         .float_fn_in::<f32, OPS>();
                     let (a, d) = (self.at(ab, ao)?, self.at(db, d_o)?);
                     // SAFETY: as for binary.
-                    unsafe { grid2([n0, n1], (a, a0, a1), (d, d0, d1), f) };
+                    unsafe { strided::grid2([n0, n1], (a, a0, a1), (d, d0, d1), f) };
                 }
                 (kernel::COPY, &[n0, n1, ab, ao, a0, a1, db, d_o, d0, d1])
                     if OPS & ops::COPY != 0 =>
                 {
                     let (a, d) = (self.at(ab, ao)?, self.at(db, d_o)?);
                     // SAFETY: as for binary.
-                    unsafe { grid2([n0, n1], (a, a0, a1), (d, d0, d1), |x| x) };
+                    unsafe { strided::grid2([n0, n1], (a, a0, a1), (d, d0, d1), |x| x) };
                 }
                 _ => return Err(refuse("corrupt flat step")),
             }
         }
+        Ok(())
+    }
+
+    /// [`strided::map`] over a step's two views (`a` exactly `d` or
+    /// disjoint: validated).
+    ///
+    /// # Safety
+    /// NOTE [Replay on raw pointers] for the step's operands.
+    #[inline]
+    unsafe fn map<T: Copy, F: Fn(T) -> T>(&self, v: &[View<'_>; 2], f: F) -> Result<()> {
+        let [a, d] = self.ptrs::<T, 2>(v)?;
+        // SAFETY: the caller's.
+        unsafe { strided::map(&v.map(|x| x.strided()), a.cast_const(), d, f) };
         Ok(())
     }
 
@@ -540,16 +553,10 @@ impl Mem<'_, '_> {
                     let x = f64::from_bits(u64::from(s.params[0]) | (u64::from(s.params[1]) << 32));
                     if d.dtype == BOOL {
                         let [pd] = self.ptrs::<u8, 1>(&v)?;
-                        let x = u8::from(x != 0.0);
-                        rows(d.shape, &v, |[od], [sd], n| {
-                            fill_row(pd.wrapping_add(od), sd, n, x)
-                        });
+                        strided::fill(d.strided(), pd, u8::from(x != 0.0));
                     } else {
                         let [pd] = self.ptrs::<f32, 1>(&v)?;
-                        let x = <f32 as Scalar>::from_f64(x);
-                        rows(d.shape, &v, |[od], [sd], n| {
-                            fill_row(pd.wrapping_add(od), sd, n, x)
-                        });
+                        strided::fill(d.strided(), pd, <f32 as Scalar>::from_f64(x));
                     }
                 }
                 kernel::ZERO => {
@@ -577,51 +584,44 @@ impl Mem<'_, '_> {
                     // Copies move bits: an i32 as an f32 word, an i64 as
                     // two words (its constants are only word-aligned).
                     match d.dtype {
-                        F32 | I32 => map::<f32>(&v, self.ptrs(&v)?, |x| x),
-                        I64 => map::<[u32; 2]>(&v, self.ptrs(&v)?, |x| x),
-                        _ => map::<u8>(&v, self.ptrs(&v)?, |x| x),
+                        F32 | I32 => self.map::<f32, _>(&v, |x| x)?,
+                        I64 => self.map::<[u32; 2], _>(&v, |x| x)?,
+                        _ => self.map::<u8, _>(&v, |x| x)?,
                     }
                 }
                 kernel::UNARY if STRIDED && OPS & ops::UNARY != 0 => {
                     let v = s.views::<2>()?;
                     let op = decode_unary(s.params).ok_or_else(|| refuse("corrupt unary step"))?;
-                    let f = op.float_fn_in::<f32, OPS>();
-                    map::<f32>(&v, self.ptrs(&v)?, f);
+                    self.map::<f32, _>(&v, op.float_fn_in::<f32, OPS>())?;
                 }
                 kernel::BINARY if STRIDED && OPS & ops::BINARY != 0 => {
                     let v = s.views::<3>()?;
                     let f = binary_of(s)?.float_fn_in::<f32, OPS>();
                     let [a, b, d] = self.ptrs::<f32, 3>(&v)?;
-                    zip(&v, a, b, d, f);
+                    strided::zip(
+                        &v.map(|x| x.strided()),
+                        a.cast_const(),
+                        b.cast_const(),
+                        d,
+                        f,
+                    );
                 }
                 kernel::COMPARE if OPS & ops::COMPARE != 0 => {
                     let v = s.views::<3>()?;
                     let f = compare_of(s)?.fn_of::<f32>();
                     let [a, b, _] = self.ptrs::<f32, 3>(&v)?;
                     let [_, _, d] = self.ptrs::<u8, 3>(&v)?;
-                    zip(&v, a, b, d, |x, y| u8::from(f(x, y)));
+                    let vs = v.map(|x| x.strided());
+                    strided::zip(&vs, a.cast_const(), b.cast_const(), d, |x, y| {
+                        u8::from(f(x, y))
+                    });
                 }
                 kernel::WHERE if OPS & ops::WHERE != 0 => {
                     let v = s.views::<4>()?;
                     let [c, _, _, _] = self.ptrs::<u8, 4>(&v)?;
                     let [_, t, f, d] = self.ptrs::<f32, 4>(&v)?;
-                    rows(d_shape(&v), &v, |[oc, ot, of, od], [sc, st, sf, sd], n| {
-                        let (mut c, mut t, mut f, mut d) = (
-                            c.wrapping_add(oc),
-                            t.wrapping_add(ot),
-                            f.wrapping_add(of),
-                            d.wrapping_add(od),
-                        );
-                        for _ in 0..n {
-                            *d = if *c != 0 { *t } else { *f };
-                            (c, t, f, d) = (
-                                c.wrapping_add(sc),
-                                t.wrapping_add(st),
-                                f.wrapping_add(sf),
-                                d.wrapping_add(sd),
-                            );
-                        }
-                    });
+                    let vs = v.map(|x| x.strided());
+                    strided::select(&vs, c.cast_const(), t.cast_const(), f.cast_const(), d);
                 }
                 kernel::REDUCE if OPS & ops::REDUCE != 0 => {
                     if F32_ACC {
@@ -654,71 +654,54 @@ impl Mem<'_, '_> {
     /// is written only after its last read, so an exactly-in-place step
     /// is safe.
     fn softmax<const F32_ACC: bool>(&self, s: &Step<'_>) -> Result<()> {
-        let v @ [a, d] = s.views::<2>()?;
+        let v @ [a, _] = s.views::<2>()?;
         let (dim, log) = (s.params[0] as usize, s.params[1] != 0);
-        let len = a.shape.get(dim).map_or(0, |&n| n as usize);
-        let stride = |o: &View<'_>| o.strides.get(dim).map_or(0, |&x| x as usize);
-        let (sa, sd) = (stride(&a), stride(&d));
+        if dim >= a.shape.len() {
+            return Err(refuse("corrupt softmax step"));
+        }
         let [pa, pd] = self.ptrs::<f32, 2>(&v)?;
-        // The walk over every row's start: the shape with `dim` set to 1.
-        let mut outer = [1u32; MAX_RANK];
-        let rank = a.shape.len().min(MAX_RANK);
-        outer[..rank].copy_from_slice(&a.shape[..rank]);
-        if let Some(n) = outer.get_mut(dim) {
-            *n = 1;
-        }
-        if len == 0 {
-            return Ok(());
-        }
-        let rows = walk_of(&outer[..rank], &v);
-        rows.each(rows.rank, |[oa, od]| {
-            // SAFETY: NOTE [Replay on raw pointers]: each row's elements
-            // lie inside the validated walks of `a` and `d`, which are
-            // disjoint or exactly the same.
-            let x = |k: usize| unsafe { *pa.wrapping_add(oa + k * sa) };
-            // SAFETY: as for `x`, for the destination's walk.
-            let y = |k: usize, v: f32| unsafe { *pd.wrapping_add(od + k * sd) = v };
+        let vs = v.map(|x| x.strided());
+        // SAFETY: NOTE [Replay on raw pointers]: the views' walks stay
+        // inside their buffers, which are disjoint or exactly the same
+        // (validated), and `dim` is a dimension of both.
+        unsafe {
             if F32_ACC {
-                softmax_row_f32(len, log, x, y);
+                softmax_strided_f32(&vs, dim, log, pa.cast_const(), pd);
             } else {
-                softmax_row_f64(
-                    len,
-                    log,
-                    |k| f64::from(x(k)),
-                    |k, v| y(k, <f32 as Scalar>::from_f64(v)),
-                );
+                softmax_strided_f64(&vs, dim, log, pa.cast_const(), pd);
             }
-        });
+        }
         Ok(())
     }
 
-    /// The fused softmax backward of `[rows, n]` operands, with the eager
-    /// kernel's row arithmetic (`softmax_backward_row`, sums in f64 on
-    /// every device).
+    /// The fused softmax backward of contiguous `[rows, n]` operands: the
+    /// reference kernel's own rows (NOTE [Slice-level kernels]).
     fn softmax_backward(&self, s: &Step<'_>) -> Result<()> {
-        let v @ [g, y, d] = s.views::<3>()?;
+        let [g, y, d] = s.views::<3>()?;
         let log = s.params[0] != 0;
-        let (rows, n) = match *d.shape {
-            [r, n] => (r as usize, n as usize),
+        let total = match *d.shape {
+            [r, n] => (r as usize).saturating_mul(n as usize),
             _ => return Err(refuse("corrupt softmax backward step")),
         };
-        let st = |o: &View<'_>, k: usize| o.strides.get(k).map_or(0, |&x| x as usize);
-        let [pg, py, pd] = self.ptrs::<f32, 3>(&v)?;
-        for r in 0..rows {
-            let at = |o: &View<'_>| o.offset + r * st(o, 0);
-            let (og, oy, od) = (at(&g), at(&y), at(&d));
-            let (sg, sy, sd) = (st(&g, 1), st(&y, 1), st(&d, 1));
-            // SAFETY: NOTE [Replay on raw pointers]: the `[rows, n]` walks
-            // stay inside their buffers, and `dx` is disjoint from both
-            // sources (validated).
-            let gk = |k: usize| f64::from(unsafe { *pg.wrapping_add(og + k * sg) });
-            // SAFETY: as for `gk`.
-            let yk = |k: usize| f64::from(unsafe { *py.wrapping_add(oy + k * sy) });
-            softmax_backward_row(n, log, gk, yk, |k, x| {
-                // SAFETY: as for `gk`, for the destination.
-                unsafe { *pd.wrapping_add(od + k * sd) = <f32 as Scalar>::from_f64(x) };
-            });
-        }
+        let n = d.shape.get(1).map_or(0, |&n| n as usize);
+        // SAFETY: the sources are disjoint from the destination (validated),
+        // so the one `&mut` aliases nothing.
+        let (gs, ys, ds) = unsafe {
+            (
+                typed::<f32>(self.bytes(g.buf)?)?,
+                typed::<f32>(self.bytes(y.buf)?)?,
+                typed_mut::<f32>(self.bytes_mut(d.buf)?)?,
+            )
+        };
+        let run = |x: &View<'_>| x.offset..x.offset.saturating_add(total);
+        let bad = || refuse("corrupt softmax backward step");
+        softmax_backward_rows(
+            gs.get(run(&g)).ok_or_else(bad)?,
+            ys.get(run(&y)).ok_or_else(bad)?,
+            ds.get_mut(run(&d)).ok_or_else(bad)?,
+            n,
+            log,
+        );
         Ok(())
     }
 
@@ -765,75 +748,10 @@ const BOOL: u32 = 1;
 const I64: u32 = 3;
 const I32: u32 = 4;
 
-/// The destination's shape (the last view).
-fn d_shape<'a, const N: usize>(v: &[View<'a>; N]) -> &'a [u32] {
-    v.last().map_or(&[], |d| d.shape)
-}
-
-/// [`strided::rows`] over a step's views.
-#[inline]
-fn rows<const N: usize>(
-    shape: &[u32],
-    v: &[View<'_>; N],
-    f: impl FnMut([usize; N], [usize; N], usize),
-) {
-    strided::rows(shape, &v.map(|x| x.strided()), f);
-}
-
 /// [`Walk::new`] over a step's views.
 #[inline(always)]
 fn walk_of<const N: usize>(shape: &[u32], v: &[View<'_>; N]) -> Walk<N> {
     Walk::new(shape, &v.map(|x| x.strided()))
-}
-
-/// `n` elements `x` from `d`, `sd` apart.
-///
-/// # Safety
-/// `d` is valid for writes at those elements.
-unsafe fn fill_row<T: Copy>(mut d: *mut T, sd: usize, n: usize, x: T) {
-    for _ in 0..n {
-        // SAFETY: the caller's.
-        unsafe { *d = x };
-        d = d.wrapping_add(sd);
-    }
-}
-
-/// `d = f(a)` elementwise over `w`, `a` possibly exactly `d`.
-///
-/// # Safety
-/// NOTE [Replay on raw pointers] for the step's operands.
-#[inline]
-unsafe fn map<T: Copy>(v: &[View<'_>; 2], [a, d]: [*mut T; 2], f: impl Fn(T) -> T) {
-    rows(d_shape(v), v, |[oa, od], [sa, sd], n| {
-        let (mut a, mut d) = (a.wrapping_add(oa), d.wrapping_add(od));
-        for _ in 0..n {
-            // SAFETY: the caller's; `a` is read before `d` is written.
-            unsafe { *d = f(*a) };
-            (a, d) = (a.wrapping_add(sa), d.wrapping_add(sd));
-        }
-    });
-}
-
-/// `d = f(a, b)` elementwise over `w`, `a` or `b` possibly exactly `d`.
-///
-/// # Safety
-/// NOTE [Replay on raw pointers] for the step's operands.
-#[inline]
-unsafe fn zip<T: Copy, U: Copy>(
-    v: &[View<'_>; 3],
-    a: *mut T,
-    b: *mut T,
-    d: *mut U,
-    f: impl Fn(T, T) -> U,
-) {
-    rows(d_shape(v), v, |[oa, ob, od], [sa, sb, sd], n| {
-        let (mut a, mut b, mut d) = (a.wrapping_add(oa), b.wrapping_add(ob), d.wrapping_add(od));
-        for _ in 0..n {
-            // SAFETY: the caller's; sources are read before `d` is written.
-            unsafe { *d = f(*a, *b) };
-            (a, b, d) = (a.wrapping_add(sa), b.wrapping_add(sb), d.wrapping_add(sd));
-        }
-    });
 }
 
 /// `d = a @ b` (batch dims already broadcast), summing as the blocked
@@ -874,59 +792,5 @@ unsafe fn matmul(v: &[View<'_>; 3], [a, b, d]: [*mut f32; 3]) {
     } else {
         let w = walk_of(batch, v);
         w.each(w.rank, body);
-    }
-}
-
-/// `d = f(a)` over an `n0 x n1` grid in row-major order; each operand is
-/// its first element and its (rows', columns') strides.
-///
-/// # Safety
-/// NOTE [Replay on raw pointers]: every element of the grid is valid, and
-/// `a` is disjoint from `d` or exactly it.
-#[inline(always)]
-unsafe fn grid2<T: Copy>(
-    [n0, n1]: [u32; 2],
-    (mut a, a0, a1): (*mut T, u32, u32),
-    (mut d, d0, d1): (*mut T, u32, u32),
-    f: impl Fn(T) -> T,
-) {
-    for _ in 0..n0 {
-        let (mut pa, mut pd) = (a, d);
-        for _ in 0..n1 {
-            // SAFETY: the caller's; `a` is read before `d` is written.
-            unsafe { *pd = f(*pa) };
-            pa = pa.wrapping_add(a1 as usize);
-            pd = pd.wrapping_add(d1 as usize);
-        }
-        a = a.wrapping_add(a0 as usize);
-        d = d.wrapping_add(d0 as usize);
-    }
-}
-
-/// `d = f(a, b)` over an `n0 x n1` grid, as [`grid2`].
-///
-/// # Safety
-/// As [`grid2`], for both sources.
-#[inline(always)]
-unsafe fn grid3(
-    [n0, n1]: [u32; 2],
-    (mut a, a0, a1): (*mut f32, u32, u32),
-    (mut b, b0, b1): (*mut f32, u32, u32),
-    (mut d, d0, d1): (*mut f32, u32, u32),
-    f: impl Fn(f32, f32) -> f32,
-) {
-    for _ in 0..n0 {
-        let (mut pa, mut pb, mut pd) = (a, b, d);
-        for _ in 0..n1 {
-            // SAFETY: the caller's; the sources are read before `d` is
-            // written.
-            unsafe { *pd = f(*pa, *pb) };
-            pa = pa.wrapping_add(a1 as usize);
-            pb = pb.wrapping_add(b1 as usize);
-            pd = pd.wrapping_add(d1 as usize);
-        }
-        a = a.wrapping_add(a0 as usize);
-        b = b.wrapping_add(b0 as usize);
-        d = d.wrapping_add(d0 as usize);
     }
 }
