@@ -1,20 +1,22 @@
 //! Replay: a plan's kernels run straight on the arena and the bound
 //! slices, with no allocation, no reference counting and no autograd.
 //!
-//! The kernels here are the reference CPU kernels' arithmetic on slices:
-//! elementwise ops call the op table's scalar functions
-//! ([`UnaryOp::float_fn_in`], ...), reductions the shared
-//! [`accumulate`](crate::cpu::reduce) with the same accumulator, and the
-//! matrix product sums in the same order as the blocked `matmul` (per
-//! `KC`-deep block from zero, blocks added in order). So a replay's bits
-//! are the eager device's bits.
+//! This module holds no kernel of its own: each step calls the reference
+//! backend's own code on the step's memory (NOTE [Slice-level kernels] in
+//! [`crate::cpu::index`]): the shared elementwise walks of
+//! [`crate::cpu::strided`] with the op table's scalar functions
+//! ([`UnaryOp::float_fn_in`], ...), the reduction walk (NOTE [One
+//! reduction walk]), the small product (NOTE [One small product]), the
+//! softmax walks and rows, and the slice-level kernels of the newer
+//! families. So a replay's bits are the eager device's bits by
+//! construction; what is here is decoding, pointers and dispatch.
 //!
 //! NOTE [Replay on raw pointers]
 //! [`PlanRef::new`] checked, once, that every operand's layout reaches
 //! only inside its buffer, that a step's buffers are exactly equal or
 //! disjoint, and that nothing writes an input or a constant; `run` checks
 //! that the arena and every bound slice hold their buffers' bytes. So the
-//! kernels here index by raw pointer without re-checking: that is the
+//! kernels it calls index by raw pointer without re-checking: that is the
 //! "no per-op validation beyond what the plan checked once" of the design,
 //! and it is what makes a replay cost about what hand-written loops cost.
 //! Every pointer is derived once per run (the arena's base, each bound
