@@ -87,6 +87,29 @@ pub(crate) fn rows<const N: usize, D: Dim>(
     v: &[Strided<'_, D>; N],
     mut f: impl FnMut([usize; N], [usize; N], usize),
 ) {
+    match plan_rows(shape, v) {
+        Rows::Empty => {}
+        Rows::Dense(o, inner, n) => f(o, inner, n),
+        Rows::Walk(w) => w.rows(f),
+    }
+}
+
+/// How [`rows`] walks: nothing, one dense row, or a [`Walk`].
+enum Rows<const N: usize> {
+    Empty,
+    Dense([usize; N], [usize; N], usize),
+    Walk(Walk<N>),
+}
+
+/// NOTE [Walks outlined]
+/// The walk's set-up (the dense test, merging dimensions) and its
+/// odometer are out of line and take the row callback as `&mut dyn
+/// FnMut`, so they exist once per operand count and index type, not
+/// once per kernel, dtype and op that walks (which cost a Device::cpu()
+/// firmware image 30 KB of flash when they were inlined); only the inner
+/// row loop is each caller's own.
+#[inline(never)]
+fn plan_rows<const N: usize, D: Dim>(shape: &[D], v: &[Strided<'_, D>; N]) -> Rows<N> {
     let mut inner = [0usize; N];
     let numel = shape
         .iter()
@@ -107,9 +130,9 @@ pub(crate) fn rows<const N: usize, D: Dim>(
                 .all(|(&s, &d)| s.get() == 0 || d.get() == 1)
     });
     match numel {
-        Some(0) => {}
-        Some(n) if dense => f(core::array::from_fn(|k| v[k].offset), inner, n),
-        _ => Walk::new(shape, v).rows(f),
+        Some(0) => Rows::Empty,
+        Some(n) if dense => Rows::Dense(core::array::from_fn(|k| v[k].offset), inner, n),
+        _ => Rows::Walk(Walk::new(shape, v)),
     }
 }
 
@@ -130,13 +153,26 @@ impl<const N: usize> Walk<N> {
         base: [usize; N],
         stride: impl Fn(usize, usize) -> usize,
     ) -> Self {
+        let mut st = [[0usize; MAX_RANK]; N];
+        for (k, row) in st.iter_mut().enumerate() {
+            for (d, x) in row.iter_mut().enumerate().take(shape.len()) {
+                *x = stride(k, d);
+            }
+        }
+        Self::build(shape, base, &st)
+    }
+
+    /// The walk over `shape` from `base`, operand `k` stepping `st[k][d]`
+    /// along dimension `d` (NOTE [Walks outlined]).
+    #[inline(never)]
+    fn build<D: Dim>(shape: &[D], base: [usize; N], st_all: &[[usize; MAX_RANK]; N]) -> Self {
         let mut w = Walk {
             rank: 0,
             shape: [1; MAX_RANK],
             strides: [[0; MAX_RANK]; N],
             base,
         };
-        for (d, &n) in shape.iter().enumerate() {
+        for (d, &n) in shape.iter().enumerate().take(MAX_RANK) {
             let n = n.get();
             if n == 0 {
                 w.rank = 0;
@@ -145,7 +181,7 @@ impl<const N: usize> Walk<N> {
             if n == 1 {
                 continue;
             }
-            let st: [usize; N] = core::array::from_fn(|k| stride(k, d));
+            let st: [usize; N] = core::array::from_fn(|k| st_all[k][d]);
             let last = w.rank.wrapping_sub(1);
             if w.rank > 0 && (0..N).all(|k| w.strides[k][last] == st[k].wrapping_mul(n)) {
                 w.shape[last] *= n;
@@ -169,6 +205,12 @@ impl<const N: usize> Walk<N> {
     /// dimensions.
     #[inline]
     pub(crate) fn each(&self, outer: usize, mut f: impl FnMut([usize; N])) {
+        self.each_dyn(outer, &mut f);
+    }
+
+    /// [`Walk::each`], out of line (NOTE [Walks outlined]).
+    #[inline(never)]
+    fn each_dyn(&self, outer: usize, f: &mut dyn FnMut([usize; N])) {
         if self.rank == 0 {
             return;
         }
