@@ -200,6 +200,42 @@ fn with_dim(l: &Layout, dim: usize, len: usize) -> crate::shape::Dims {
     want
 }
 
+/// [`Backend::argsort`](super::Backend::argsort)'s contract: `dim` in
+/// range, an `I64` destination of the source's shape, not the source.
+///
+/// # Errors
+/// As the checks above name.
+///
+/// ```
+/// # use kael_core::{backend::{contract, Src}, Device, DType, Layout, Storage};
+/// # let dev = Device::cpu();
+/// # let (s, d) = (Storage::zeroed(24, &dev)?, Storage::zeroed(48, &dev)?);
+/// # let l = Layout::contiguous(&[3, 2])?;
+/// let src = Src { storage: &s, layout: &l, dtype: DType::F32 };
+/// let dst = Src { storage: &d, layout: &l, dtype: DType::I64 };
+/// contract::argsort(src, 1, dst)?;
+/// assert!(contract::argsort(src, 2, dst).is_err());
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn argsort(src: Src<'_>, dim: usize, dst: Dst<'_>) -> Result<()> {
+    argsort_of(src.into(), dim, dst.into())
+}
+
+/// [`argsort`] over [`Operand`]s (a planned replay's steps).
+///
+/// # Errors
+/// As [`argsort`].
+pub(crate) fn argsort_of(src: Operand<'_>, dim: usize, dst: Operand<'_>) -> Result<()> {
+    const OP: &str = "argsort";
+    check_dim(OP, dim, src.layout)?;
+    same_dtype(OP, DType::I64, dst.dtype)?;
+    refuse_bool(OP, src.dtype)?;
+    if src.layout.shape() != dst.layout.shape() {
+        return Err(shape_err(OP, src.layout.shape(), dst.layout.shape()));
+    }
+    distinct(OP, &[&src], &dst)
+}
+
 /// [`Backend::cast`](super::Backend::cast)'s contract: one shape, and a
 /// destination that is not the source (a cast is never in place).
 ///

@@ -24,7 +24,8 @@ use crate::device_kind::DeviceKind;
 use core::fmt;
 
 /// Whether a backend must provide a family (`Primitive`) or the tensor
-/// layer can compose it from primitives (`Fused`).
+/// layer can do without it (`Fused`: composed from primitives, or, for
+/// `argsort`, computed on the host).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// Run or inherited by every backend.
@@ -113,6 +114,9 @@ families! {
     LayerNorm { name: "layer_norm", bits: 1 << 13, plan: [18, 19], kind: Fused }
     /// The fused backward of `softmax` and `log_softmax`.
     SoftmaxBackward { name: "softmax_backward", bits: 1 << 14, plan: [11], kind: Fused }
+    /// `argsort`: the stable sorting permutation along a dim (`sort`,
+    /// `argsort`, `topk`); without it the tensor layer sorts on the host.
+    ArgSort { name: "argsort", bits: 1 << 15, plan: [20], kind: Fused }
 }
 
 // The table's bits are disjoint and its plan codes distinct, and none is
@@ -260,7 +264,7 @@ mod tests {
         let text = alloc::format!("{r}");
         assert!(
             text.starts_with(
-                "Cpu: own: unary matmul; composed: layer_norm softmax_backward; unsupported: copy"
+                "Cpu: own: unary matmul; composed: layer_norm softmax_backward argsort; unsupported: copy"
             ),
             "{text}"
         );

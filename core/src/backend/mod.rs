@@ -383,6 +383,25 @@ pub trait Backend: MaybeSendSync {
         }
     }
 
+    /// The stable permutation that sorts each fiber of `src` along `dim`
+    /// (ascending, or `descending`; NaN after every number), into the
+    /// `I64` `dst` of `src`'s shape: `sort`, `argsort` and `topk` gather
+    /// by it. Optional, like the fused families (NOTE [Fused families]):
+    /// without it the tensor layer computes the permutation on the host.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when neither overridden nor inherited from a
+    /// host device in place; backend failures.
+    fn argsort(&self, src: Src<'_>, dim: usize, descending: bool, dst: Dst<'_>) -> Result<()> {
+        match self.inherit() {
+            Inherit::From(from) => from.backend().argsort(src, dim, descending, dst),
+            _ => Err(Error::Unsupported {
+                op: "argsort",
+                device: self.kind(),
+            }),
+        }
+    }
+
     /// Batched matrix product: `lhs [.., m, k] @ rhs [.., k, n] -> dst [.., m, n]`.
     /// Batch dims of `lhs`/`rhs` are already broadcast to `dst`'s (stride 0
     /// allowed); `dst` is contiguous.

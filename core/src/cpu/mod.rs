@@ -17,6 +17,7 @@ pub mod norm;
 pub mod reduce;
 pub mod select;
 pub mod softmax_grad;
+pub mod sort;
 pub(crate) mod strided;
 
 pub use select::{dtypes, ops};
@@ -317,5 +318,10 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> Backend
     fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
         self.family(ops::SCATTER_ADD, "scatter_add")?;
         index::scatter_add_in::<DTYPES>(dst, dim, index, src)
+    }
+
+    fn argsort(&self, src: Src<'_>, dim: usize, descending: bool, dst: Dst<'_>) -> Result<()> {
+        self.family(ops::ARGSORT, "argsort")?;
+        sort::argsort_in::<DTYPES>(src, dim, descending, dst)
     }
 }

@@ -144,6 +144,9 @@ pub mod ops {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub const SOFTMAX_BACKWARD: u128 = Family::SoftmaxBackward.bits();
+    /// `argsort`: the indices `sort`, `argsort` and `topk` gather by
+    /// (without it, they compute the indices on the host).
+    pub const ARGSORT: u128 = Family::ArgSort.bits();
 
     pub use crate::ops::binary::bits::*;
     pub use crate::ops::unary::bits::*;

@@ -286,6 +286,20 @@ impl Plan {
                         Some(s),
                     )
                 }
+                Kernel::ArgSort(dim, desc) => {
+                    // Two rows of positions (`usize`, 8 bytes on any host).
+                    let n = c
+                        .operands
+                        .first()
+                        .map_or(0, |o| o.layout.shape().get(*dim).copied().unwrap_or(0));
+                    let s = bufs.len() + extra_sizes.len();
+                    extra_sizes.push(
+                        n.checked_mul(16)
+                            .ok_or_else(|| refuse("a sort is too large"))?,
+                    );
+                    let p = vec![word(*dim)?, u32::from(*desc), word(s)?];
+                    (kernel::ARGSORT, p, Some(s))
+                }
             };
             steps.push(Planned {
                 data: match &c.kernel {
@@ -635,7 +649,8 @@ fn check_dtype(kernel: &Kernel, k: usize, dtype: DType) -> Result<()> {
         Kernel::Cast => format::dtype_code(dtype).is_some(),
         Kernel::Copy => matches!(dtype, F32 | Bool | I64 | I32),
         Kernel::Index(code, _) if k == 1 - index_at(*code) => matches!(dtype, I64 | I32),
-        Kernel::ArgReduce(..) if k == 1 => dtype == I64,
+        Kernel::ArgReduce(..) | Kernel::ArgSort(..) if k == 1 => dtype == I64,
+        Kernel::ArgSort(..) => matches!(dtype, F32 | I64 | I32),
         Kernel::Compare(_) if k == 2 => dtype == Bool,
         Kernel::Where if k == 0 => dtype == Bool,
         Kernel::Fill(_) => matches!(dtype, F32 | Bool),

@@ -93,6 +93,9 @@ pub(crate) mod kernel {
     /// Its backward, `[grad, src, stats, weight?, dx, dwb]`; params: 1 when
     /// the weight is there, then an arena scratch buffer of `2n` f64.
     pub(crate) const LAYER_NORM_BACKWARD: u32 = Family::LayerNorm.plan_codes()[1];
+    /// `[src, dst]` (`I64`); params: the dimension, 1 when descending, an
+    /// arena scratch buffer of `2n` positions (`usize`).
+    pub(crate) const ARGSORT: u32 = Family::ArgSort.plan_codes()[0];
     /// Flag on COPY, UNARY, BINARY and MATMUL: the operands are f32 and
     /// flat, at most two dimensions with per-operand strides (NOTE [Plan
     /// words]); the builder writes this form whenever the layouts allow,
@@ -715,13 +718,14 @@ impl<'a> PlanRef<'a> {
             (WRITE, 3) => {}
             (SOFTMAX_BACKWARD, 1) | (SOFTMAX, 2) => {}
             (CAST, 0) | (ARG_REDUCE, 2) | (LAYER_NORM, 4) | (LAYER_NORM_BACKWARD, 2) => {}
+            (ARGSORT, 3) => {}
             (INDEX_SELECT..=SCATTER_ADD, 1) => {}
             _ => return Err(corrupt("a step has an unknown kernel or parameter count")),
         }
         match s.kernel {
             // Checked by the replayer that links the family (NOTE
             // [Family steps are checked where they are linked]).
-            CAST..=LAYER_NORM_BACKWARD => Ok(()),
+            CAST..=LAYER_NORM_BACKWARD | ARGSORT => Ok(()),
             FILL | ZERO => {
                 let [d] = s.operands::<1>()?;
                 self.check_operands(s.kernel, 0, &[], &d)
@@ -851,19 +855,27 @@ impl<'a> PlanRef<'a> {
                 }
             }
         }
-        if s.kernel == kernel::LAYER_NORM_BACKWARD {
-            let scratch = self.buffer(s.params[1] as usize)?;
-            let cols = ops[n - 1].layout.shape().last().copied().unwrap_or(0);
-            let need = cols.checked_mul(16);
+        let scratch_need = match s.kernel {
+            kernel::LAYER_NORM_BACKWARD => {
+                let cols = ops[n - 1].layout.shape().last().copied().unwrap_or(0);
+                Some((1, cols.checked_mul(16)))
+            }
+            kernel::ARGSORT => {
+                let len = ops[0].layout.shape().get(s.params[0] as usize).copied();
+                let need = len.and_then(|l| l.checked_mul(2 * size_of::<usize>()));
+                Some((2, need))
+            }
+            _ => None,
+        };
+        if let Some((at, need)) = scratch_need {
+            let scratch = self.buffer(s.params[at] as usize)?;
             if scratch.place != place::ARENA || need.is_none_or(|x| x > scratch.nbytes) {
-                return Err(corrupt(
-                    "a layer norm's scratch buffer is missing or too small",
-                ));
+                return Err(corrupt("a step's scratch buffer is missing or too small"));
             }
             for o in ops {
                 let e = self.buffer(o.buf)?;
                 if e.place == place::ARENA && overlaps(e, scratch) {
-                    return Err(corrupt("a layer norm's scratch overlaps an operand"));
+                    return Err(corrupt("a step's scratch overlaps an operand"));
                 }
             }
         }
@@ -1149,7 +1161,7 @@ impl<'a> PlanRef<'a> {
 pub(crate) fn family_arity(s: &Step<'_>) -> Option<(usize, usize)> {
     let flag = |i: usize| s.params.get(i).map(|&p| usize::from(p != 0));
     Some(match s.kernel {
-        kernel::CAST | kernel::ARG_REDUCE => (2, 1),
+        kernel::CAST | kernel::ARG_REDUCE | kernel::ARGSORT => (2, 1),
         kernel::INDEX_SELECT..=kernel::SCATTER_ADD => (3, 1),
         kernel::LAYER_NORM => (3 + flag(2)? + flag(3)?, 2),
         kernel::LAYER_NORM_BACKWARD => (5 + flag(0)?, 2),

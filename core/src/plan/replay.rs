@@ -310,10 +310,12 @@ fn step_bits<const OPS: u128>(s: &Step<'_>) -> Result<[(u128, &'static str); 3]>
         }
         // A replayer without any slice-level family refuses their steps
         // without linking their names.
-        kernel::CAST..=kernel::LAYER_NORM_BACKWARD if OPS & family::BITS == 0 => one((
-            family::BITS,
-            "a kernel family this Replayer was built without",
-        )),
+        kernel::CAST..=kernel::LAYER_NORM_BACKWARD | kernel::ARGSORT if OPS & family::BITS == 0 => {
+            one((
+                family::BITS,
+                "a kernel family this Replayer was built without",
+            ))
+        }
         _ if OPS & family::BITS == 0 => one(NONE),
         _ => one(family::family_bit(s).unwrap_or(NONE)),
     })
@@ -640,7 +642,9 @@ impl Mem<'_, '_> {
                 kernel::SOFTMAX_BACKWARD if OPS & ops::SOFTMAX_BACKWARD != 0 => {
                     self.softmax_backward(s)?;
                 }
-                kernel::CAST..=kernel::LAYER_NORM_BACKWARD if OPS & family::BITS != 0 => {
+                kernel::CAST..=kernel::LAYER_NORM_BACKWARD | kernel::ARGSORT
+                    if OPS & family::BITS != 0 =>
+                {
                     self.family::<OPS>(s)?;
                 }
                 // A kernel this replayer was built without (`new` refused

@@ -15,6 +15,7 @@ use crate::cpu::index::{
 use crate::cpu::norm::{layer_norm_backward_rows, layer_norm_rows};
 use crate::cpu::ops;
 use crate::cpu::reduce::arg_reduce_slices;
+use crate::cpu::sort::argsort_slices;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::plan::format::{Opnd, PlanRef, Step, family_arity, kernel};
@@ -37,7 +38,8 @@ pub(super) const BITS: u128 = Family::Cast.bits()
     | Family::Gather.bits()
     | Family::IndexAdd.bits()
     | Family::ScatterAdd.bits()
-    | Family::LayerNorm.bits();
+    | Family::LayerNorm.bits()
+    | Family::ArgSort.bits();
 
 /// The ops bit a family's step needs, with the family's name (its row
 /// of the family table: NOTE [Family table]). A match on the step codes,
@@ -51,6 +53,7 @@ pub(super) fn family_bit(s: &Step<'_>) -> Option<(u128, &'static str)> {
         kernel::INDEX_ADD => Family::IndexAdd,
         kernel::SCATTER_ADD => Family::ScatterAdd,
         kernel::LAYER_NORM | kernel::LAYER_NORM_BACKWARD => Family::LayerNorm,
+        kernel::ARGSORT => Family::ArgSort,
         _ => return None,
     };
     Some((f.bits(), f.name()))
@@ -120,6 +123,7 @@ pub(super) fn check<const OPS: u128>(plan: &PlanRef<'_>, s: &Step<'_>) -> Result
             f32_data(name, o[2].dtype)?;
             contract::scatter_add_of(operand(&o[2]), dim, operand(&o[0]), operand(&o[1]))
         }
+        kernel::ARGSORT => contract::argsort_of(operand(&o[0]), dim, operand(&o[1])),
         kernel::LAYER_NORM => {
             f32_data(name, o[0].dtype)?;
             let (w, b) = (s.params[2] != 0, s.params[3] != 0);
@@ -298,6 +302,27 @@ impl Mem<'_, '_> {
                         .get_mut(..cols.saturating_mul(2))
                         .ok_or_else(|| refuse("corrupt layer norm step"))?;
                     layer_norm_backward_rows([g, x, st], w, dx, dwb, sums, rows, cols);
+                    Ok(())
+                }
+                kernel::ARGSORT if OPS & ops::ARGSORT != 0 => {
+                    let (a, d) = (&o[0], &o[1]);
+                    let n = a.layout.shape().get(p0).copied().unwrap_or(0);
+                    let sd = typed_mut::<i64>(self.bytes_mut(d.buf)?)?;
+                    let scratch = typed_mut::<usize>(self.bytes_mut(s.params[2] as usize)?)?;
+                    let scratch = scratch
+                        .get_mut(..n.saturating_mul(2))
+                        .ok_or_else(|| refuse("corrupt sort step"))?;
+                    let (desc, dl) = (s.params[1] != 0, (sd, &d.layout));
+                    let sb = self.bytes(a.buf)?;
+                    match a.dtype {
+                        DType::F32 => {
+                            argsort_slices((typed::<f32>(sb)?, &a.layout), p0, desc, dl, scratch)
+                        }
+                        DType::I64 => {
+                            argsort_slices((typed::<i64>(sb)?, &a.layout), p0, desc, dl, scratch)
+                        }
+                        _ => argsort_slices((typed::<i32>(sb)?, &a.layout), p0, desc, dl, scratch),
+                    }
                     Ok(())
                 }
                 _ => Err(refuse("corrupt step")),

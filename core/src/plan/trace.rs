@@ -84,6 +84,9 @@ pub(crate) enum Kernel {
     /// Its backward: `[grad, src, stats, weight?, dx, dwb]`, with whether
     /// the weight is there.
     LayerNormBackward(bool),
+    /// The sorting permutation along a dimension, descending or not:
+    /// `[src, dst]`.
+    ArgSort(usize, bool),
 }
 
 impl Kernel {
@@ -529,6 +532,11 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
         let r = self.inner.scatter_add(dst, dim, index, src);
         let k = Kernel::Index(kernel::SCATTER_ADD, dim);
         self.run(k, &[index, src, dst], r)
+    }
+
+    fn argsort(&self, src: Src<'_>, dim: usize, descending: bool, dst: Dst<'_>) -> Result<()> {
+        let r = self.inner.argsort(src, dim, descending, dst);
+        self.run(Kernel::ArgSort(dim, descending), &[src, dst], r)
     }
 
     fn host_computed(&self, op: &'static str) {

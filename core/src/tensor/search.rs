@@ -1,15 +1,16 @@
 //! Sorting, searching and scans: `sort`, `argsort`, `topk`, `nonzero`,
 //! `cumsum`, `cumprod`.
 //!
-//! NOTE [Host-staged search]: `sort`, `argsort`, `topk` and `nonzero` add
-//! no backend method. They read the values to the host through the
-//! ordinary readback (`to_vec`, one copy for a device tensor), compute the
-//! `I64` indices there, and create them on the tensor's device; the sorted
-//! values are then `gather`ed on the device, so autograd needs no rule of
-//! its own (the gradient is gather's). A device sort kernel would be a
-//! backend override; on the reference and threaded CPUs the copy is the
-//! only extra cost. Firmware that never calls these ops links none of
-//! their code (no `Backend` vtable entry).
+//! NOTE [Host-staged search]: `sort`, `argsort` and `topk` take their
+//! permutation from the device's `argsort` kernel (a family of its own:
+//! the reference's is `cpu::sort`), and, on a device without one, read
+//! the values to the host through the ordinary readback (`to_vec`, one
+//! copy for a device tensor), compute the `I64` indices there and create
+//! them on the tensor's device. `nonzero` always does the latter (its
+//! output size depends on the data). The sorted values are then
+//! `gather`ed on the device, so autograd needs no rule of its own (the
+//! gradient is gather's), and a plan replays a sort as an argsort and a
+//! gather.
 //!
 //! `cumsum` and `cumprod` are compositions too (NOTE [Op table], "what is
 //! not a row"): a Hillis–Steele scan of `ceil(log2 n)` shifted additions
@@ -118,6 +119,22 @@ impl Tensor {
     /// `self`'s shape (host-staged: NOTE [Host-staged search]).
     fn sort_indices(&self, op: &'static str, dim: isize, descending: bool) -> Result<Tensor> {
         let (d, shape) = self.search_dim(op, dim)?;
+        // The device's argsort kernel when it has one (NOTE [Host-staged
+        // search]); a rank-0 tensor's permutation is [0].
+        let on_device = if self.rank() == 0 {
+            autograd::no_grad(|| Tensor::zeros(&[], DType::I64, &self.device()))
+        } else {
+            self.with_src_on(|s, dev| {
+                Tensor::written(self.dims(), DType::I64, dev, |dst| {
+                    dev.backend().argsort(s, d, descending, dst)
+                })
+            })
+        };
+        match on_device {
+            Ok(t) => return Ok(t),
+            Err(Error::Unsupported { .. }) => {}
+            Err(e) => return Err(e.renamed(op)),
+        }
         let keys = Keys::read(op, self)?;
         let (outer, n, inner) = fibers(&shape, d);
         let mut out = filled(self.numel(), 0i64)?;

@@ -235,14 +235,15 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn provenance(&self, family: Family) -> Provenance {
-        // NOTE [Family table]: `where` and the index families call the
-        // reference kernels on this backend's storages.
+        // NOTE [Family table]: `where`, the index families and argsort
+        // call the reference kernels on this backend's storages.
         match family {
             Family::Where
             | Family::IndexSelect
             | Family::Gather
             | Family::IndexAdd
-            | Family::ScatterAdd => Provenance::Inherited(DeviceKind::Cpu),
+            | Family::ScatterAdd
+            | Family::ArgSort => Provenance::Inherited(DeviceKind::Cpu),
             _ => Provenance::Own,
         }
     }
@@ -400,5 +401,9 @@ impl Backend for ThreadedCpuBackend {
 
     fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
         reference::index::scatter_add(dst, dim, index, src)
+    }
+
+    fn argsort(&self, src: Src<'_>, dim: usize, descending: bool, dst: Dst<'_>) -> Result<()> {
+        reference::sort::argsort(src, dim, descending, dst)
     }
 }
