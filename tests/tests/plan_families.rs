@@ -323,7 +323,8 @@ fn corrupt_plans_with_every_family_are_refused_or_replay_without_panicking() -> 
         let n = layer_norm(&embedding(&ids, &table, None)?, &[2], Some(&w), None, 1e-5)?;
         let y = n
             .gather(1, &cols)?
-            .add(&n.argmax(1, true)?.to_dtype(DType::F32)?)?;
+            .add(&n.argmax(1, true)?.to_dtype(DType::F32)?)?
+            .add(&n.argsort(1, true)?.narrow(1, 0, 1)?.to_dtype(DType::F32)?)?;
         y.sum_all()?.backward()?;
         Ok((y, grad(&table)?))
     })?;
