@@ -366,3 +366,140 @@ fn corrupt_plans_with_every_family_are_refused_or_replay_without_panicking() -> 
     );
     Ok(())
 }
+
+/// Batch `k` of the bound-ids test: ids and their successors (mod 10).
+fn batch(k: usize) -> ([i64; 6], [i64; 6]) {
+    let ids: [i64; 6] = core::array::from_fn(|j| ((k * 7 + j * 3) % 10) as i64);
+    (ids, ids.map(|i| (i + 1) % 10))
+}
+
+#[test]
+fn token_ids_and_targets_bound_as_indices_train_on_fresh_batches_bit_for_bit() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let mut rng = Rng::new(5);
+    let mut leaf = |shape: &[usize], scale: f64| -> Result<Tensor> {
+        Tensor::randn(shape, DType::F32, &dev, &mut rng)?
+            .mul_scalar(scale)?
+            .deep_clone()?
+            .requires_grad_(true)
+    };
+    let lm = Lm {
+        table: leaf(&[10, 8], 1.0)?,
+        w: Tensor::ones(&[8], DType::F32, &dev)?.requires_grad_(true)?,
+        b: leaf(&[8], 0.1)?,
+        head: leaf(&[8, 10], 0.3)?,
+    };
+    let (i0, t0) = batch(0);
+    let ids = Tensor::from_slice(&i0, &[6], &dev)?;
+    let targets = Tensor::from_slice(&t0, &[6], &dev)?;
+    let cfg = SgdConfig {
+        lr: 0.5,
+        ..Default::default()
+    };
+    let mut opt = Sgd::new(lm.params(), cfg)?;
+    let mut state: Vec<Vec<f32>> = lm
+        .params()
+        .iter()
+        .map(|p| p.to_vec::<f32>())
+        .collect::<Result<_>>()?;
+    let mut step = || -> Result<Tensor> {
+        opt.zero_grad();
+        let loss = lm.loss(&ids, &targets)?;
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss)
+    };
+    let (loss, rec) = tracer.record(&mut step)?;
+    let names = ["table", "w", "b", "head"];
+    let params = lm.params();
+    let mut binds = vec![
+        Binding::input("ids", &ids),
+        Binding::input("targets", &targets),
+        Binding::output("loss", &loss),
+    ];
+    binds.extend(names.iter().zip(&params).map(|(n, p)| Binding::state(n, p)));
+    let plan = Plan::build(&rec, &binds)?;
+    assert_eq!(plan.as_ref().binding_dtype(0)?, DType::I64);
+    let mut arena = vec![0u128; plan.arena_bytes().div_ceil(16)];
+    let run = |arena: &mut [u128], state: &mut [Vec<f32>], ids: &[i64], t: &[i64]| {
+        let mut l = [0.0f32];
+        let [a, w, b, h] = state else {
+            unreachable!("four parameters")
+        };
+        plan.run(
+            bytemuck::cast_slice_mut(arena),
+            &mut [
+                Bind::indices("ids", ids),
+                Bind::indices("targets", t),
+                Bind::output("loss", &mut l),
+                Bind::state("table", a),
+                Bind::state("w", w),
+                Bind::state("b", b),
+                Bind::state("head", h),
+            ],
+        )
+        .map(|()| l[0])
+    };
+    let mut losses = Vec::new();
+    for k in 0..100 {
+        let (bi, bt) = batch(k);
+        let eager = if k == 0 {
+            loss.to_vec::<f32>()?[0]
+        } else {
+            ids.copy_(&Tensor::from_slice(&bi, &[6], &dev)?)?;
+            targets.copy_(&Tensor::from_slice(&bt, &[6], &dev)?)?;
+            step()?.to_vec::<f32>()?[0]
+        };
+        let l = run(&mut arena, &mut state, &bi, &bt)?;
+        assert_eq!(l.to_bits(), eager.to_bits(), "loss at step {k}");
+        for ((n, p), s) in names.iter().zip(&params).zip(&state) {
+            assert_eq!(bits(s), bits(&p.to_vec::<f32>()?), "{n} at step {k}");
+        }
+        losses.push(l);
+    }
+    assert!(
+        losses[99] < 0.5 * losses[0],
+        "{:?}",
+        (losses[0], losses[99])
+    );
+    // A token id outside the table is refused before anything runs.
+    let before = state.clone();
+    let (mut bad, bt) = batch(0);
+    bad[3] = 10;
+    let e = run(&mut arena, &mut state, &bad, &bt).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::IndexOutOfRange {
+                index: 10,
+                size: 10,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(state, before, "a refused replay changes nothing");
+    // And an index input bound as f32 data is refused with the fix.
+    let f = [0.0f32; 6];
+    let mut l = [0.0f32];
+    let [a, w, b, h] = &mut state[..] else {
+        unreachable!("four parameters")
+    };
+    let e = plan
+        .run(
+            bytemuck::cast_slice_mut(&mut arena),
+            &mut [
+                Bind::input("ids", &f),
+                Bind::indices("targets", &bt),
+                Bind::output("loss", &mut l),
+                Bind::state("table", a),
+                Bind::state("w", w),
+                Bind::state("b", b),
+                Bind::state("head", h),
+            ],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("Bind::indices"), "{e}");
+    Ok(())
+}

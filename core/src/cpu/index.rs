@@ -65,7 +65,12 @@ fn checked(op: &'static str, v: i64, size: usize) -> Result<usize> {
 
 /// Checks every value of the index tensor `ix` (laid out as `il`)
 /// against `size`: the first bad one is the error.
-fn check_all(op: &'static str, ix: &Indices<'_>, il: &Layout, size: usize) -> Result<()> {
+pub(crate) fn check_all(
+    op: &'static str,
+    ix: &Indices<'_>,
+    il: &Layout,
+    size: usize,
+) -> Result<()> {
     let mut bad = None;
     il.for_each_offset(|o| {
         if bad.is_none() {

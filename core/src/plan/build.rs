@@ -120,13 +120,15 @@ impl Plan {
         let mut bound = Vec::with_capacity(bindings.len());
         for (i, bd) in bindings.iter().enumerate() {
             let t = bd.tensor;
-            if t.dtype() != DType::F32 {
-                return Err(refuse("a bound tensor is not f32; bind f32 tensors"));
+            if format::binding_word(bd.role, t.dtype()).is_none() {
+                return Err(refuse(
+                    "a bound tensor is neither f32 nor an i64/i32 input; bind f32 tensors, and index tensors (token ids, targets) as inputs",
+                ));
             }
             let storage = t.storage();
             let whole = t.is_contiguous()
                 && t.offset() == 0
-                && t.numel().checked_mul(4) == Some(storage.nbytes());
+                && t.numel().checked_mul(t.dtype().size_in_bytes()) == Some(storage.nbytes());
             if !whole {
                 return Err(refuse(
                     "a bound tensor is a view or not contiguous; bind a tensor that owns all of its storage (e.g. its deep_clone(), before recording)",
@@ -396,7 +398,9 @@ impl Plan {
         }
         for (bd, &b) in bindings.iter().zip(&bound) {
             let name = bd.name.as_bytes();
-            w.extend_from_slice(&[format::role_code(bd.role), word(b)?, word(name.len())?]);
+            let first = format::binding_word(bd.role, bd.tensor.dtype())
+                .ok_or_else(|| refuse("a bound tensor's dtype cannot be bound"))?;
+            w.extend_from_slice(&[first, word(b)?, word(name.len())?]);
             for chunk in name.chunks(4) {
                 let mut q = [0u8; 4];
                 q[..chunk.len()].copy_from_slice(chunk);

@@ -7,7 +7,8 @@
 //!             place ARENA: where = byte offset in the arena (16-aligned)
 //!             place BOUND: where = binding index
 //!             place CONST: where = word index of the data in this plan
-//! bindings  n_bindings x [role, buffer, name_len, name bytes padded to words]
+//! bindings  n_bindings x [role | dtype << 8, buffer, name_len, name bytes padded to words]
+//!             dtype: 0 (f32), or 3 (i64) or 4 (i32) for an index input
 //! steps     n_steps x [n_words, kernel, n_params, params.., n_operands, operands..]
 //!             operand = [buffer, dtype, rank, offset, shape[rank], strides[rank]]
 //!           or, with kernel | FLAT (f32 copy, unary, binary, matmul):
@@ -134,11 +135,25 @@ pub(crate) fn role_code(r: Role) -> u32 {
     }
 }
 
+/// A binding's first word: its role, and in bits 8.. its dtype's code
+/// (0, f32, for every binding but an index input: NOTE [Plan words]).
+pub(crate) fn binding_word(r: Role, dtype: DType) -> Option<u32> {
+    let d = dtype_code(dtype)?;
+    let ok = dtype == DType::F32 || (r == Role::Input && matches!(dtype, DType::I64 | DType::I32));
+    ok.then_some(role_code(r) | (d << 8))
+}
+
 fn role_of(c: u32) -> Option<Role> {
-    match c {
-        0 => Some(Role::Input),
-        1 => Some(Role::Output),
-        2 => Some(Role::State),
+    let role = match c & 0xFF {
+        0 => Role::Input,
+        1 => Role::Output,
+        2 => Role::State,
+        _ => return None,
+    };
+    // f32, or an i64/i32 input.
+    match c >> 8 {
+        0 => Some(role),
+        3 | 4 if role == Role::Input => Some(role),
         _ => None,
     }
 }
@@ -538,9 +553,21 @@ impl<'a> PlanRef<'a> {
         Ok(((name, role, buf), next))
     }
 
-    /// The index, role and buffer of the binding named `name`, comparing
-    /// bytes (validation checked the names once).
-    pub(crate) fn find_binding(&self, name: &str) -> Result<Option<(usize, Role, usize)>> {
+    /// The dtype of binding `i`: f32, or i64/i32 for an index input.
+    ///
+    /// # Errors
+    /// A corrupt binding table (never for a validated plan).
+    pub fn binding_dtype(&self, i: usize) -> Result<DType> {
+        let mut at = self.bindings_start();
+        for _ in 0..i {
+            at = self.binding_at(at)?.1;
+        }
+        dtype_of(self.word(at)? >> 8).ok_or_else(|| corrupt("a binding has an unknown dtype"))
+    }
+
+    /// The index, role, buffer and dtype code of the binding named
+    /// `name`, comparing bytes (validation checked the names once).
+    pub(crate) fn find_binding(&self, name: &str) -> Result<Option<(usize, Role, usize, u32)>> {
         let past = || corrupt("a binding's name runs past the plan");
         let mut at = self.bindings_start();
         for i in 0..self.n_bindings() {
@@ -557,9 +584,9 @@ impl<'a> PlanRef<'a> {
                     .try_for_each(|(a, b)| if a == b { Some(()) } else { None })
                     .is_some();
             if same {
-                let role = role_of(self.word(at)?)
-                    .ok_or_else(|| corrupt("a binding has an unknown role"))?;
-                return Ok(Some((i, role, self.word(at + 1)? as usize)));
+                let w = self.word(at)?;
+                let role = role_of(w).ok_or_else(|| corrupt("a binding has an unknown role"))?;
+                return Ok(Some((i, role, self.word(at + 1)? as usize, w >> 8)));
             }
             at = next;
         }
@@ -676,6 +703,8 @@ impl<'a> PlanRef<'a> {
         }
         self.for_each_binding(|i, (name, _, buf)| {
             let e = self.buffer(buf)?;
+            // Whole 4-byte words (an i64 binding's length in elements is
+            // checked against its bytes by each run).
             if e.place != place::BOUND || e.at != i || e.nbytes % 4 != 0 {
                 return Err(corrupt("a binding names a buffer that is not bound to it"));
             }

@@ -58,6 +58,10 @@ pub enum Bind<'a> {
     /// Read and written: an output, or state (parameters, optimizer
     /// buffers) updated in place.
     Out(&'a str, &'a mut [f32]),
+    /// Read only: an `I64` index input (token ids, class targets).
+    Indices(&'a str, &'a [i64]),
+    /// Read only: an `I32` index input.
+    Indices32(&'a str, &'a [i32]),
 }
 
 impl<'a> Bind<'a> {
@@ -76,10 +80,22 @@ impl<'a> Bind<'a> {
         Bind::Out(name, data)
     }
 
+    /// An `I64` index input (a tensor of token ids or targets bound with
+    /// [`Binding::input`](super::Binding::input)): its values are checked
+    /// against every index step that reads them before a replay runs.
+    pub fn indices(name: &'a str, data: &'a [i64]) -> Self {
+        Bind::Indices(name, data)
+    }
+
+    /// An `I32` index input, as [`Bind::indices`].
+    pub fn indices_i32(name: &'a str, data: &'a [i32]) -> Self {
+        Bind::Indices32(name, data)
+    }
+
     /// The binding's name.
     pub fn name(&self) -> &'a str {
         match self {
-            Bind::In(n, _) | Bind::Out(n, _) => n,
+            Bind::In(n, _) | Bind::Out(n, _) | Bind::Indices(n, _) | Bind::Indices32(n, _) => n,
         }
     }
 }
@@ -239,7 +255,7 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
         // pointers]); `binds.len()` distinct names fill every slot.
         let mut bound = [core::ptr::null_mut::<u8>(); MAX_BINDINGS];
         for b in binds.iter_mut() {
-            let (i, role, buf) = plan.find_binding(b.name())?.ok_or_else(|| {
+            let (i, role, buf, dt) = plan.find_binding(b.name())?.ok_or_else(|| {
                 refuse(
                     "a Bind names no binding of the plan; bind exactly the names PlanRef::binding lists",
                 )
@@ -252,27 +268,43 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
                     "two Binds have the same name; bind each of the plan's names once",
                 ));
             }
-            let (len, ptr) = match b {
-                Bind::In(_, d) if role == Role::Input => (d.len(), d.as_ptr().cast_mut()),
-                Bind::In(..) => {
+            let (bytes, ptr): (Option<usize>, *mut u8) = match b {
+                Bind::In(_, d) if role == Role::Input && dt == F32 => {
+                    (d.len().checked_mul(4), d.as_ptr().cast_mut().cast())
+                }
+                Bind::In(..) if dt == F32 => {
                     return Err(refuse(
                         "an output or state binding was given read-only; pass it with Bind::output or Bind::state",
                     ));
                 }
-                Bind::Out(_, d) => (d.len(), d.as_mut_ptr()),
+                Bind::Out(_, d) if dt == F32 => (d.len().checked_mul(4), d.as_mut_ptr().cast()),
+                Bind::Indices(_, d) if dt == I64 => {
+                    (d.len().checked_mul(8), d.as_ptr().cast_mut().cast())
+                }
+                Bind::Indices32(_, d) if dt == I32 => {
+                    (d.len().checked_mul(4), d.as_ptr().cast_mut().cast())
+                }
+                _ => {
+                    return Err(refuse(
+                        "a Bind's type is not its binding's; use Bind::indices for index inputs",
+                    ));
+                }
             };
-            if len.checked_mul(4) != Some(plan.buffer(buf)?.nbytes) {
+            if bytes != Some(plan.buffer(buf)?.nbytes) {
                 return Err(refuse(
                     "a bound slice's length differs from the traced tensor's; trace and plan again for the new shape",
                 ));
             }
-            *slot = ptr.cast();
+            *slot = ptr;
         }
         let mem = Mem {
             plan: *plan,
             base: arena.as_mut_ptr(),
             bound: &bound,
         };
+        if OPS & family::INDEX_BITS != 0 {
+            mem.check_bound_indices()?;
+        }
         plan.for_each_step_from(self.steps_at, |s| mem.step::<OPS, F32_ACC, STRIDED>(&s))
     }
 }
@@ -311,10 +343,7 @@ fn step_bits<const OPS: u128>(s: &Step<'_>) -> Result<[(u128, &'static str); 3]>
         // A replayer without any slice-level family refuses their steps
         // without linking their names.
         kernel::CAST..=kernel::LAYER_NORM_BACKWARD | kernel::ARGSORT if OPS & family::BITS == 0 => {
-            one((
-                family::BITS,
-                "a kernel family this Replayer was built without",
-            ))
+            one((family::BITS, "a kernel family"))
         }
         _ if OPS & family::BITS == 0 => one(NONE),
         _ => one(family::family_bit(s).unwrap_or(NONE)),

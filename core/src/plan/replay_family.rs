@@ -10,7 +10,7 @@ use crate::backend::contract::{self, Operand};
 use crate::backend::{ArgReduceOp, Family};
 use crate::cpu::elementwise::{cast_ints, cast_slices};
 use crate::cpu::index::{
-    Indices, gather_slices, index_add_slices, index_select_slices, scatter_add_slices,
+    Indices, check_all, gather_slices, index_add_slices, index_select_slices, scatter_add_slices,
 };
 use crate::cpu::norm::{layer_norm_backward_rows, layer_norm_rows};
 use crate::cpu::ops;
@@ -18,7 +18,7 @@ use crate::cpu::reduce::arg_reduce_slices;
 use crate::cpu::sort::argsort_slices;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::plan::format::{Opnd, PlanRef, Step, family_arity, kernel};
+use crate::plan::format::{Opnd, PlanRef, Step, family_arity, kernel, place};
 use crate::storage::{typed, typed_mut};
 
 /// The contract's view of a decoded operand.
@@ -148,7 +148,43 @@ pub(super) fn check<const OPS: u128>(plan: &PlanRef<'_>, s: &Step<'_>) -> Result
     }
 }
 
+/// The index families' bits: a replayer with any checks bound index
+/// inputs before it runs.
+pub(super) const INDEX_BITS: u128 = Family::IndexSelect.bits()
+    | Family::Gather.bits()
+    | Family::IndexAdd.bits()
+    | Family::ScatterAdd.bits();
+
 impl Mem<'_, '_> {
+    /// Checks every bound index input's values against each index step
+    /// that reads it, before any step runs, so a bad token id is an
+    /// [`Error::IndexOutOfRange`] and the replay changes nothing.
+    pub(super) fn check_bound_indices(&self) -> Result<()> {
+        self.plan.for_each_step(|s| {
+            let (at, of, op) = match s.kernel {
+                kernel::INDEX_SELECT => (1, 0, "index_select"),
+                kernel::GATHER => (1, 0, "gather"),
+                kernel::INDEX_ADD => (0, 2, "index_add"),
+                kernel::SCATTER_ADD => (0, 2, "scatter_add"),
+                _ => return Ok(()),
+            };
+            let (o, _) = decode(&s)?;
+            if self.plan.buffer(o[at].buf)?.place != place::BOUND {
+                return Ok(());
+            }
+            let dim = s.params.first().copied().unwrap_or(0) as usize;
+            let size = o[of]
+                .layout
+                .shape()
+                .get(dim)
+                .copied()
+                .ok_or_else(|| refuse("corrupt index step"))?;
+            // SAFETY: a bound input is only read, and nothing runs yet.
+            let ix = Indices::of(op, o[at].dtype, unsafe { self.bytes(o[at].buf)? })?;
+            check_all(op, &ix, &o[at].layout, size)
+        })
+    }
+
     /// Buffer `b`'s bytes.
     ///
     /// # Safety
