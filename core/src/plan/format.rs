@@ -231,14 +231,15 @@ pub(crate) fn decode_unary(w: &[u32]) -> Option<UnaryOp> {
 ///
 /// A source read through stride-0 (broadcast) dimensions legitimately
 /// does more work than its own buffer holds (`x.expand(..).sum()`), so a
-/// source's work is bounded by [`WORK_FLOOR`] elements or the plan's
-/// largest buffer, whichever is more: a corrupt plan still runs for at
-/// most seconds, and every plan the tracer writes is accepted.
+/// source's work is bounded by its own buffer or [`WORK_FLOOR`] (2^26)
+/// elements, whichever is more: a corrupt plan still runs for at most
+/// seconds, and a plan refuses only a broadcast read of more than 2^26
+/// elements from a smaller buffer.
 const BOUNDED: &str = "a step does more work than its buffers hold";
 
 /// The work (elements) any source of a step may take regardless of the
 /// plan's buffers (NOTE [Bounded steps]).
-const WORK_FLOOR: usize = 1 << 24;
+const WORK_FLOOR: usize = 1 << 26;
 
 /// The binary op, whether the sum is its second operand, and the unary
 /// op (if any) of a fused matmul's epilogue (NOTE [Fused epilogues]).
@@ -867,7 +868,7 @@ impl<'a> PlanRef<'a> {
                 return Err(corrupt("an operand's layout reaches past its buffer"));
             }
             let own = e.nbytes / o.dtype.size_in_bytes();
-            if o.layout.numel() > own && o.layout.numel() > self.work_limit() {
+            if o.layout.numel() > own && o.layout.numel() > WORK_FLOOR {
                 return Err(corrupt(BOUNDED));
             }
             if i + outs >= n {
@@ -1015,13 +1016,6 @@ impl<'a> PlanRef<'a> {
         Ok(())
     }
 
-    /// The most elements a step's source may walk (NOTE [Bounded steps]).
-    fn work_limit(&self) -> usize {
-        (0..self.n_buffers())
-            .filter_map(|b| self.buffer(b).ok())
-            .fold(WORK_FLOOR, |m, e| m.max(e.nbytes))
-    }
-
     fn check_writable(&self, e: BufEntry) -> Result<()> {
         if e.place == place::CONST {
             return Err(corrupt("a step writes a constant"));
@@ -1063,12 +1057,12 @@ impl<'a> PlanRef<'a> {
         }
         if kernel == kernel::REDUCE {
             let own = elems(srcs[0]).unwrap_or(0);
-            if numel(srcs[0]).is_none_or(|n| n > own && n > self.work_limit()) {
+            if numel(srcs[0]).is_none_or(|n| n > own && n > WORK_FLOOR) {
                 return Err(corrupt(BOUNDED));
             }
         } else if kernel == kernel::MATMUL {
             let k = srcs[0].layout.shape().last().copied().unwrap_or(0);
-            if k > elems(srcs[0])?.max(elems(srcs[1])?) && k > self.work_limit() {
+            if k > elems(srcs[0])?.max(elems(srcs[1])?) && k > WORK_FLOOR {
                 return Err(corrupt(BOUNDED));
             }
         }
