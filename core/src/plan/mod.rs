@@ -377,6 +377,7 @@ mod tests {
         let plan = Plan::build(
             &rec,
             &[
+                Binding::input("ids", &ids),
                 Binding::output("y", &y),
                 Binding::output("dt", &dt),
                 Binding::output("dw", &dw),
@@ -384,9 +385,11 @@ mod tests {
         )?;
         let (mut gy, mut gt, mut gw) = ([0.0f32; 3], [0.0f32; 6], [0.0f32; 2]);
         let mut arena = Arena::<1024>::new();
+        // The ids bound as an index input (checked before the replay).
         plan.run(
             arena.as_mut_slice(),
             &mut [
+                Bind::indices("ids", &[2, 0, 2]),
                 Bind::output("y", &mut gy),
                 Bind::output("dt", &mut gt),
                 Bind::output("dw", &mut gw),
@@ -395,6 +398,20 @@ mod tests {
         assert_eq!(bits(&gy), bits(&y.to_vec::<f32>()?));
         assert_eq!(bits(&gt), bits(&dt.to_vec::<f32>()?));
         assert_eq!(bits(&gw), bits(&dw.to_vec::<f32>()?));
+        // A bad bound id is refused before anything runs.
+        let e = plan.run(
+            arena.as_mut_slice(),
+            &mut [
+                Bind::indices("ids", &[2, 3, 2]),
+                Bind::output("y", &mut gy),
+                Bind::output("dt", &mut gt),
+                Bind::output("dw", &mut gw),
+            ],
+        );
+        assert!(matches!(
+            e,
+            Err(crate::Error::IndexOutOfRange { index: 3, .. })
+        ));
         Ok(())
     }
 
