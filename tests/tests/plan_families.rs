@@ -100,6 +100,47 @@ struct Lm {
 }
 
 impl Lm {
+    /// A model on `dev` from `seed`: a `[10, 8]` table, a layer norm with
+    /// its weight near 1, a `[8, 10]` head.
+    fn new(dev: &kael_core::Device, seed: u64) -> Result<Self> {
+        let mut rng = Rng::new(seed);
+        let mut leaf = |shape: &[usize], scale: f64| -> Result<Tensor> {
+            Tensor::randn(shape, DType::F32, dev, &mut rng)?
+                .mul_scalar(scale)?
+                .deep_clone()
+        };
+        let grad = |t: Tensor| t.requires_grad_(true);
+        Ok(Lm {
+            table: grad(leaf(&[10, 8], 1.0)?)?,
+            w: grad(leaf(&[8], 0.1)?.add_scalar(1.0)?)?,
+            b: grad(leaf(&[8], 0.1)?)?,
+            head: grad(leaf(&[8, 10], 0.3)?)?,
+        })
+    }
+
+    /// SGD over the parameters, lr 0.5.
+    fn sgd(&self) -> Result<Sgd> {
+        let cfg = SgdConfig {
+            lr: 0.5,
+            ..Default::default()
+        };
+        Sgd::new(self.params(), cfg)
+    }
+
+    /// The parameters' values.
+    fn values(&self) -> Result<Vec<Vec<f32>>> {
+        self.params().iter().map(|p| p.to_vec::<f32>()).collect()
+    }
+
+    /// One SGD step on a batch; the loss.
+    fn step(&self, opt: &mut Sgd, ids: &Tensor, targets: &Tensor) -> Result<Tensor> {
+        opt.zero_grad();
+        let loss = self.loss(ids, targets)?;
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss)
+    }
+
     fn params(&self) -> Vec<Tensor> {
         vec![
             self.table.clone(),
@@ -121,43 +162,12 @@ impl Lm {
 fn a_language_model_training_step_replays_100_steps_bit_for_bit() -> Result<()> {
     let tracer = Tracer::new(Accumulation::F64);
     let dev = tracer.device();
-    let mut rng = Rng::new(11);
-    let mut leaf = |shape: &[usize], scale: f32| -> Result<Tensor> {
-        Tensor::randn(shape, DType::F32, &dev, &mut rng)?
-            .mul_scalar(f64::from(scale))?
-            .deep_clone()?
-            .requires_grad_(true)
-    };
-    let lm = Lm {
-        table: leaf(&[10, 8], 1.0)?,
-        w: leaf(&[8], 0.1)?
-            .add_scalar(1.0)?
-            .detach()?
-            .requires_grad_(true)?,
-        b: leaf(&[8], 0.1)?,
-        head: leaf(&[8, 10], 0.3)?,
-    };
+    let lm = Lm::new(&dev, 11)?;
     let ids = Tensor::from_slice(&[1i64, 4, 4, 7, 2, 9], &[6], &dev)?;
     let targets = Tensor::from_slice(&[4i64, 4, 7, 2, 9, 1], &[6], &dev)?;
-    let mut opt = Sgd::new(
-        lm.params(),
-        SgdConfig {
-            lr: 0.5,
-            ..Default::default()
-        },
-    )?;
-    let initial: Vec<Vec<f32>> = lm
-        .params()
-        .iter()
-        .map(|p| p.to_vec::<f32>())
-        .collect::<Result<_>>()?;
-    let mut step = || -> Result<Tensor> {
-        opt.zero_grad();
-        let loss = lm.loss(&ids, &targets)?;
-        loss.backward()?;
-        opt.step()?;
-        Ok(loss)
-    };
+    let mut opt = lm.sgd()?;
+    let initial = lm.values()?;
+    let mut step = || lm.step(&mut opt, &ids, &targets);
     let (loss, rec) = tracer.record(&mut step)?;
     let names = ["table", "w", "b", "head"];
     let params = lm.params();
@@ -377,39 +387,13 @@ fn batch(k: usize) -> ([i64; 6], [i64; 6]) {
 fn token_ids_and_targets_bound_as_indices_train_on_fresh_batches_bit_for_bit() -> Result<()> {
     let tracer = Tracer::new(Accumulation::F64);
     let dev = tracer.device();
-    let mut rng = Rng::new(5);
-    let mut leaf = |shape: &[usize], scale: f64| -> Result<Tensor> {
-        Tensor::randn(shape, DType::F32, &dev, &mut rng)?
-            .mul_scalar(scale)?
-            .deep_clone()?
-            .requires_grad_(true)
-    };
-    let lm = Lm {
-        table: leaf(&[10, 8], 1.0)?,
-        w: Tensor::ones(&[8], DType::F32, &dev)?.requires_grad_(true)?,
-        b: leaf(&[8], 0.1)?,
-        head: leaf(&[8, 10], 0.3)?,
-    };
+    let lm = Lm::new(&dev, 5)?;
     let (i0, t0) = batch(0);
     let ids = Tensor::from_slice(&i0, &[6], &dev)?;
     let targets = Tensor::from_slice(&t0, &[6], &dev)?;
-    let cfg = SgdConfig {
-        lr: 0.5,
-        ..Default::default()
-    };
-    let mut opt = Sgd::new(lm.params(), cfg)?;
-    let mut state: Vec<Vec<f32>> = lm
-        .params()
-        .iter()
-        .map(|p| p.to_vec::<f32>())
-        .collect::<Result<_>>()?;
-    let mut step = || -> Result<Tensor> {
-        opt.zero_grad();
-        let loss = lm.loss(&ids, &targets)?;
-        loss.backward()?;
-        opt.step()?;
-        Ok(loss)
-    };
+    let mut opt = lm.sgd()?;
+    let mut state = lm.values()?;
+    let mut step = || lm.step(&mut opt, &ids, &targets);
     let (loss, rec) = tracer.record(&mut step)?;
     let names = ["table", "w", "b", "head"];
     let params = lm.params();

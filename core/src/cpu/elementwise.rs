@@ -29,17 +29,9 @@ fn guard<'a>(src: &Src<'a>, dst: &Dst<'a>, op: &'static str) -> Result<Option<Re
     }
 }
 
-/// `l`'s elements, when every one lies inside a slice of `len` elements.
+/// [`Strided::within`], for the elementwise kernels.
 fn inside(l: &Layout, len: usize) -> Result<Strided<'_, usize>> {
-    let v = Strided::of(l);
-    if strided::reach(&v).is_some_and(|r| r <= len) {
-        Ok(v)
-    } else {
-        Err(Error::InvalidArgument {
-            op: "elementwise",
-            reason: "an operand's layout reaches past its storage; pass layouts that fit their storages",
-        })
-    }
+    Strided::within("elementwise", l, len)
 }
 
 fn slice_of<'g, T: bytemuck::Pod>(g: &'g Option<ReadGuard<'_>>) -> Result<Option<&'g [T]>> {

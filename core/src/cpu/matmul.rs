@@ -35,6 +35,7 @@
 
 use crate::backend::{Dst, Src, contract};
 use crate::cpu::select::dtypes;
+use crate::cpu::strided::{self, Strided};
 use crate::dispatch_in;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
@@ -360,8 +361,13 @@ fn gemm_small<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Result
     let (pa, pb, pd) = (sa.as_ptr(), sb.as_ptr(), sd.as_mut_ptr());
     let mut inside = true;
     d.each(|[oc, oa, ob]| {
-        let fits = |o: usize, rows: usize, rs: usize, cols: usize, cs: usize, len: usize| {
-            reach(o, rows, rs, cols, cs).is_some_and(|r| r <= len)
+        let fits = |offset: usize, rows: usize, rs: usize, cols: usize, cs: usize, len: usize| {
+            let m = Strided {
+                offset,
+                shape: &[rows, cols],
+                strides: &[rs, cs],
+            };
+            strided::reach(&m).is_some_and(|r| r <= len)
         };
         inside = inside
             && fits(oa, d.m, d.a_rs, d.k, d.a_cs, la)
@@ -389,19 +395,6 @@ fn gemm_small<T: MatElem>(sa: &[T], sb: &[T], sd: &mut [T], d: &Dims3) -> Result
             reason: "an operand's layout reaches past its storage; pass layouts that fit their storages",
         })
     }
-}
-
-/// One past the furthest element of a `rows x cols` matrix at `o` with
-/// strides `rs`, `cs` (0 for an empty one), or `None` on overflow.
-fn reach(o: usize, rows: usize, rs: usize, cols: usize, cs: usize) -> Option<usize> {
-    if rows == 0 || cols == 0 {
-        return Some(0);
-    }
-    (rows - 1)
-        .checked_mul(rs)?
-        .checked_add((cols - 1).checked_mul(cs)?)?
-        .checked_add(o)?
-        .checked_add(1)
 }
 
 /// NOTE [One small product]

@@ -258,10 +258,7 @@ pub(crate) fn accumulate<T: Elem, A: Acc>(
     dims: &[usize],
     acc: &mut [A],
 ) -> Result<()> {
-    let src = Strided::of(src);
-    if strided::reach(&src).is_none_or(|r| r > s.len()) {
-        return Err(past_storage(ReduceOp::name(op)));
-    }
+    let src = Strided::within(op.name(), src, s.len())?;
     let mask = dims
         .iter()
         .fold(0u32, |m, &d| m | 1u32.checked_shl(d as u32).unwrap_or(0));
@@ -325,10 +322,7 @@ pub(crate) unsafe fn accumulate_strided<T: Elem, A: Acc, D: Dim>(
 /// # Errors
 /// [`Error::InvalidArgument`] when `dst` reaches past `d`.
 pub(crate) fn store_into<T: Elem, A: Acc>(vals: &[A], d: &mut [T], dst: &Layout) -> Result<()> {
-    let dst = Strided::of(dst);
-    if strided::reach(&dst).is_none_or(|r| r > d.len()) {
-        return Err(past_storage("reduce"));
-    }
+    let dst = Strided::within("reduce", dst, d.len())?;
     // SAFETY: every element `dst` reaches lies inside `d` (checked above).
     unsafe { store_strided(vals, d.as_mut_ptr(), dst) };
     Ok(())
@@ -355,27 +349,6 @@ pub(crate) unsafe fn store_strided<T: Elem, A: Acc, D: Dim>(
             (od, i) = (od.wrapping_add(sd), i + 1);
         }
     });
-}
-
-/// `l`'s elements, when every one lies inside a slice of `len` elements.
-pub(super) fn inside<'a>(
-    op: &'static str,
-    l: &'a Layout,
-    len: usize,
-) -> Result<Strided<'a, usize>> {
-    let v = Strided::of(l);
-    if strided::reach(&v).is_some_and(|r| r <= len) {
-        Ok(v)
-    } else {
-        Err(past_storage(op))
-    }
-}
-
-fn past_storage(op: &'static str) -> Error {
-    Error::InvalidArgument {
-        op,
-        reason: "an operand's layout reaches past its storage; pass layouts that fit their storages",
-    }
 }
 
 /// Writes `vals` (in dst's row-major order) into `dst`.
@@ -656,8 +629,8 @@ fn softmax_typed<T: Scalar>(
     let d = typed_mut::<T>(gd.bytes_mut())?;
     let s = gs.as_ref().map(|g| typed::<T>(g.bytes())).transpose()?;
     let v = [
-        inside(name, src.layout, s.map_or(d.len(), <[T]>::len))?,
-        inside(name, dst.layout, d.len())?,
+        Strided::within(name, src.layout, s.map_or(d.len(), <[T]>::len))?,
+        Strided::within(name, dst.layout, d.len())?,
     ];
     let pd = d.as_mut_ptr();
     let pa = s.map_or(pd.cast_const(), <[T]>::as_ptr);

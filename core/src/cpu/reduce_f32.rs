@@ -5,6 +5,7 @@
 use super::{Acc, Elem};
 use crate::backend::{Dst, ReduceOp, Src};
 use crate::cpu::elementwise::aliases;
+use crate::cpu::strided::Strided;
 use crate::error::Result;
 use crate::storage::{typed, typed_mut};
 
@@ -144,8 +145,8 @@ pub(super) fn softmax_f32(
     let d = typed_mut::<f32>(gd.bytes_mut())?;
     let s = gs.as_ref().map(|g| typed::<f32>(g.bytes())).transpose()?;
     let v = [
-        super::inside(name, src.layout, s.map_or(d.len(), <[f32]>::len))?,
-        super::inside(name, dst.layout, d.len())?,
+        Strided::within(name, src.layout, s.map_or(d.len(), <[f32]>::len))?,
+        Strided::within(name, dst.layout, d.len())?,
     ];
     let pd = d.as_mut_ptr();
     let pa = s.map_or(pd.cast_const(), <[f32]>::as_ptr);

@@ -48,6 +48,28 @@ impl<'a> Strided<'a, usize> {
             strides: l.strides(),
         }
     }
+
+    /// A layout's elements, when every one lies inside a slice of `len`
+    /// elements: what a kernel checks once before it walks raw pointers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
+    /// `op` when the layout reaches past the slice.
+    pub(crate) fn within(
+        op: &'static str,
+        l: &'a crate::layout::Layout,
+        len: usize,
+    ) -> crate::error::Result<Self> {
+        let v = Strided::of(l);
+        if reach(&v).is_some_and(|r| r <= len) {
+            Ok(v)
+        } else {
+            Err(crate::error::Error::InvalidArgument {
+                op,
+                reason: "an operand's layout reaches past its storage; pass layouts that fit their storages",
+            })
+        }
+    }
 }
 
 /// One past the furthest element `v` reaches (0 when it has none), or

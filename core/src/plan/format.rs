@@ -25,6 +25,7 @@
 
 use super::Role;
 use crate::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::cpu::strided::{self, Strided};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -859,11 +860,8 @@ impl<'a> PlanRef<'a> {
             .ok_or_else(|| corrupt("a step has the wrong number of operands"))?;
         for (i, o) in ops.iter().enumerate() {
             let e = self.buffer(o.buf)?;
-            let reach = if o.layout.numel() == 0 {
-                Some(0)
-            } else {
-                checked_reach(&o.layout).and_then(|r| r.checked_mul(o.dtype.size_in_bytes()))
-            };
+            let reach = strided::reach(&Strided::of(&o.layout))
+                .and_then(|r| r.checked_mul(o.dtype.size_in_bytes()));
             if reach.is_none_or(|r| r > e.nbytes) {
                 return Err(corrupt("an operand's layout reaches past its buffer"));
             }
@@ -1032,11 +1030,7 @@ impl<'a> PlanRef<'a> {
         for o in srcs.iter().copied().chain([dst]) {
             let e = self.buffer(o.buf)?;
             let size = o.dtype.size_in_bytes();
-            let reach = if o.layout.numel() == 0 {
-                Some(0)
-            } else {
-                checked_reach(&o.layout).and_then(|r| r.checked_mul(size))
-            };
+            let reach = strided::reach(&Strided::of(&o.layout)).and_then(|r| r.checked_mul(size));
             if reach.is_none_or(|r| r > e.nbytes) {
                 return Err(corrupt("an operand's layout reaches past its buffer"));
             }
@@ -1198,16 +1192,4 @@ fn overlaps(a: BufEntry, b: BufEntry) -> bool {
         && b.nbytes > 0
         && a.at < b.at.saturating_add(b.nbytes)
         && b.at < a.at.saturating_add(a.nbytes)
-}
-
-/// One past the furthest element of a non-empty layout, or `None` on
-/// overflow.
-fn checked_reach(l: &Layout) -> Option<usize> {
-    l.shape()
-        .iter()
-        .zip(l.strides().iter())
-        .try_fold(l.offset(), |acc, (&d, &s)| {
-            acc.checked_add(d.checked_sub(1)?.checked_mul(s)?)
-        })?
-        .checked_add(1)
 }

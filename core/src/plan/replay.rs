@@ -171,6 +171,9 @@ pub struct Replayer<
     plan: PlanRef<'p>,
     /// The word where the steps start (found once).
     steps_at: usize,
+    /// Whether an index input is bound, whose values each run checks
+    /// first (found once).
+    bound_indices: bool,
 }
 
 impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
@@ -211,9 +214,16 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
             }
             Ok(())
         })?;
+        let mut bound_indices = false;
+        if OPS & family::INDEX_BITS != 0 {
+            for i in 0..plan.n_bindings() {
+                bound_indices |= plan.binding_dtype(i)? != crate::DType::F32;
+            }
+        }
         Ok(Self {
             plan: *plan,
             steps_at: plan.steps_start()?,
+            bound_indices,
         })
     }
 
@@ -302,7 +312,7 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
             base: arena.as_mut_ptr(),
             bound: &bound,
         };
-        if OPS & family::INDEX_BITS != 0 {
+        if OPS & family::INDEX_BITS != 0 && self.bound_indices {
             mem.check_bound_indices()?;
         }
         plan.for_each_step_from(self.steps_at, |s| mem.step::<OPS, F32_ACC, STRIDED>(&s))
