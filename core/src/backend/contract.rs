@@ -42,12 +42,17 @@ impl<'a> From<Src<'a>> for Operand<'a> {
 /// [`no_alias`] over [`Operand`]s.
 fn distinct(op: &'static str, srcs: &[&Operand<'_>], dst: &Operand<'_>) -> Result<()> {
     if srcs.iter().any(|s| s.buffer == dst.buffer) {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
-        });
+        return Err(shared_storage(op));
     }
     Ok(())
+}
+
+/// The refusal of a destination that shares a source's storage.
+fn shared_storage(op: &'static str) -> Error {
+    Error::InvalidArgument {
+        op,
+        reason: "the destination shares storage with a source; write into a fresh tensor or deep_clone() the source",
+    }
 }
 
 /// The destination must not share storage with any of `srcs`.
@@ -66,7 +71,7 @@ fn distinct(op: &'static str, srcs: &[&Operand<'_>], dst: &Operand<'_>) -> Resul
 /// ```
 pub fn no_alias(op: &'static str, srcs: &[&Src<'_>], dst: &Src<'_>) -> Result<()> {
     if srcs.iter().any(|s| core::ptr::eq(s.storage, dst.storage)) {
-        return distinct(op, &[&Operand::from(*dst)], &Operand::from(*dst));
+        return Err(shared_storage(op));
     }
     Ok(())
 }
