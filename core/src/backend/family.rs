@@ -37,7 +37,10 @@ pub enum Kind {
 macro_rules! families {
     ($(
         $(#[$doc:meta])*
-        $id:ident { name: $name:literal, bits: $bits:expr, plan: [$($code:literal),*], kind: $kind:ident }
+        $id:ident {
+            name: $name:literal, bits: $bits:expr, plan: [$($code:literal),*], kind: $kind:ident
+            $(, kernel: $kernel:ty $(, adjoint: [$($adj:literal),*])?)?
+        }
     )*) => {
         /// A kernel family of the [`Backend`] trait (NOTE [Family table]).
         ///
@@ -74,6 +77,109 @@ macro_rules! families {
             /// Primitive or fused.
             pub const fn kind(self) -> Kind {
                 match self { $(Family::$id => Kind::$kind,)* }
+            }
+
+            /// Whether the row names a kernel: a declared family (NOTE
+            /// [Declared families]), reached through
+            /// [`Backend::declared`](super::Backend::declared).
+            pub const fn is_declared(self) -> bool {
+                #[allow(unreachable_patterns)]
+                match self {
+                    $($(Family::$id => { let _ = core::marker::PhantomData::<$kernel>; true })?)*
+                    _ => false,
+                }
+            }
+
+            /// For a declared family's `step`, the step whose kernel is its
+            /// adjoint (the gradient of a linear step), when the row
+            /// declares one.
+            pub const fn adjoint(self, step: usize) -> Option<usize> {
+                #[allow(unreachable_patterns)]
+                match self {
+                    $($($(Family::$id => {
+                        let adj: &[usize] = &[$($adj),*];
+                        if step < adj.len() { Some(adj[step]) } else { None }
+                    })?)?)*
+                    _ => None,
+                }
+            }
+        }
+
+        /// The generated dispatch of the declared families (NOTE [Declared
+        /// families]): one arm per row with a `kernel:`.
+        pub(crate) mod declared_rows {
+            #[allow(unused_imports)]
+            use super::*;
+            use crate::backend::contract::Operand;
+            use crate::backend::declared::{self, Call, Declared, In, Out, Shapes};
+            use crate::error::{Error, Result};
+
+            /// Every declared family's selection bits.
+            pub(crate) const BITS: u128 = 0 $($(| { let _ = core::marker::PhantomData::<$kernel>; $bits })?)*;
+
+            /// `(inputs, outputs)` of a declared step.
+            pub(crate) fn arity(f: Family, step: usize, params: &[u32]) -> Option<(usize, usize)> {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => <$kernel as Declared>::arity(step, params),)?)*
+                    _ => None,
+                }
+            }
+
+            /// The contract of a declared step ([`declared::check`]).
+            pub(crate) fn check(f: Family, step: usize, params: &[u32], ops: &[Operand<'_>]) -> Result<()> {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => declared::check::<$kernel>($name, step, params, ops),)?)*
+                    _ => Err(not_declared(f)),
+                }
+            }
+
+            /// The output shapes of a declared step.
+            pub(crate) fn outputs(f: Family, step: usize, params: &[u32], ins: &[Operand<'_>]) -> Result<Shapes> {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => <$kernel as Declared>::outputs(step, params, ins),)?)*
+                    _ => Err(not_declared(f)),
+                }
+            }
+
+            /// The scratch bytes of a declared step.
+            pub(crate) fn scratch(f: Family, step: usize, params: &[u32], ops: &[Operand<'_>]) -> Option<usize> {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => <$kernel as Declared>::scratch(step, params, ops),)?)*
+                    _ => None,
+                }
+            }
+
+            /// Runs a declared step on storages, for the families in `OPS`.
+            pub(crate) fn run_storages<const DTYPES: u16, const OPS: u128>(call: Call<'_>) -> Result<()> {
+                #[allow(unreachable_patterns)]
+                match call.family {
+                    $($(Family::$id if OPS & $bits != 0 => declared::run_storages::<$kernel, DTYPES>(call),)?)*
+                    f => Err(not_declared(f)),
+                }
+            }
+
+            /// Runs a declared step on slices, for the families in `OPS`.
+            pub(crate) fn run<const DTYPES: u16, const OPS: u128>(
+                f: Family,
+                step: usize,
+                params: &[u32],
+                ins: &[In<'_>],
+                outs: &mut [Out<'_>],
+                scratch: &mut [u8],
+            ) -> Result<()> {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id if OPS & $bits != 0 => <$kernel as Declared>::run::<DTYPES>(step, params, ins, outs, scratch),)?)*
+                    f => Err(not_declared(f)),
+                }
+            }
+
+            fn not_declared(f: Family) -> Error {
+                Error::Unsupported { op: f.name(), device: crate::device_kind::DeviceKind::Cpu }
             }
         }
     };
@@ -117,6 +223,52 @@ families! {
     /// `argsort`: the stable sorting permutation along a dim (`sort`,
     /// `argsort`, `topk`); without it the tensor layer sorts on the host.
     ArgSort { name: "argsort", bits: 1 << 15, plan: [20], kind: Fused }
+    /// `im2col` and its adjoint `col2im`: a convolution's or a pooling's
+    /// windows as rows, and back (`cpu::im2col`); without it the tensor
+    /// layer takes the windows as views.
+    Im2col {
+        name: "im2col", bits: 1 << 127, plan: [21, 22], kind: Fused,
+        kernel: crate::cpu::im2col::Im2col, adjoint: [1, 0]
+    }
+}
+
+impl Family {
+    /// The declared family and step a plan step code runs, if any.
+    pub(crate) fn of_code(code: u32) -> Option<(Family, usize)> {
+        Family::ALL
+            .iter()
+            .filter(|f| f.is_declared())
+            .find_map(|&f| {
+                f.plan_codes()
+                    .iter()
+                    .position(|&c| c == code)
+                    .map(|step| (f, step))
+            })
+    }
+}
+
+/// The plan codes of the declared families, as a bit set (codes below 64).
+pub(crate) const DECLARED_CODES: u64 = {
+    let mut set = 0u64;
+    let mut i = 0;
+    while i < Family::ALL.len() {
+        if Family::ALL[i].is_declared() {
+            let codes = Family::ALL[i].plan_codes();
+            let mut c = 0;
+            while c < codes.len() {
+                assert!(codes[c] < 64, "a declared family's plan code above 63");
+                set |= 1 << codes[c];
+                c += 1;
+            }
+        }
+        i += 1;
+    }
+    set
+};
+
+/// Whether a plan step code is a declared family's.
+pub(crate) const fn is_declared_code(code: u32) -> bool {
+    code < 64 && DECLARED_CODES & (1 << code) != 0
 }
 
 // The table's bits are disjoint and its plan codes distinct, and none is

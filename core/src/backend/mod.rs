@@ -22,6 +22,7 @@
 //! default), which the conformance suite reports.
 
 pub mod contract;
+pub mod declared;
 pub mod family;
 mod inherit;
 pub use family::{Family, Provenance};
@@ -397,6 +398,24 @@ pub trait Backend: MaybeSendSync {
             Inherit::From(from) => from.backend().argsort(src, dim, descending, dst),
             _ => Err(Error::Unsupported {
                 op: "argsort",
+                device: self.kind(),
+            }),
+        }
+    }
+
+    /// A step of a declared family (NOTE [Declared families]): one entry
+    /// for every family whose table row names its kernel. Optional, like
+    /// the fused families: the tensor layer composes the op from
+    /// primitives on a backend without it.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when neither overridden nor inherited from a
+    /// host device in place; the family's contract; backend failures.
+    fn declared(&self, call: declared::Call<'_>) -> Result<()> {
+        match self.inherit() {
+            Inherit::From(from) => from.backend().declared(call),
+            _ => Err(Error::Unsupported {
+                op: call.family.name(),
                 device: self.kind(),
             }),
         }

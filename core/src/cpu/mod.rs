@@ -11,6 +11,7 @@
 //! in [`select`].
 
 pub mod elementwise;
+pub mod im2col;
 pub mod index;
 pub mod matmul;
 pub mod norm;
@@ -323,5 +324,13 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> Backend
     fn argsort(&self, src: Src<'_>, dim: usize, descending: bool, dst: Dst<'_>) -> Result<()> {
         self.family(ops::ARGSORT, "argsort")?;
         sort::argsort_in::<DTYPES>(src, dim, descending, dst)
+    }
+
+    fn declared(&self, call: crate::backend::declared::Call<'_>) -> Result<()> {
+        use crate::backend::family::declared_rows;
+        // A constant test first, so an image selecting no declared family
+        // links none of their dispatch (NOTE [Kernel selection]).
+        self.family(declared_rows::BITS, call.family.name())?;
+        declared_rows::run_storages::<DTYPES, OPS>(call)
     }
 }

@@ -746,23 +746,28 @@ fn conv2d_core(
     let c = x.shape()[1];
     let eh = dilated(op, kh, g.dilation[0])?;
     let ew = dilated(op, kw, g.dilation[1])?;
-    let x = pad_dim(x, 2, g.padding[0], g.padding[0], 0.0)?;
-    let x = pad_dim(&x, 3, g.padding[1], g.padding[1], 0.0)?;
-    let n = x.shape()[0];
-    let oh = out_len(op, x.shape()[2], eh, g.stride[0])?;
-    let ow = out_len(op, x.shape()[3], ew, g.stride[1])?;
-    let mut win = x.unfold(2, eh, g.stride[0])?.unfold(3, ew, g.stride[1])?;
-    if g.dilation[0] > 1 {
-        win = win.slice(4, 0, eh as isize, g.dilation[0])?;
-    }
-    if g.dilation[1] > 1 {
-        win = win.slice(5, 0, ew as isize, g.dilation[1])?;
-    }
+    // `[N, OH, OW, C, KH, KW]`: the device's im2col kernel, or views.
+    let rows = super::im2col::windows(op, x, [kh, kw], g.stride, g.padding, g.dilation, 0.0)?;
+    let win = match rows {
+        Some(rows) => rows,
+        None => {
+            let x = pad_dim(x, 2, g.padding[0], g.padding[0], 0.0)?;
+            let x = pad_dim(&x, 3, g.padding[1], g.padding[1], 0.0)?;
+            let mut win = x.unfold(2, eh, g.stride[0])?.unfold(3, ew, g.stride[1])?;
+            if g.dilation[0] > 1 {
+                win = win.slice(4, 0, eh as isize, g.dilation[0])?;
+            }
+            if g.dilation[1] > 1 {
+                win = win.slice(5, 0, ew as isize, g.dilation[1])?;
+            }
+            win.permute(&[0, 2, 3, 1, 4, 5])?
+        }
+    };
+    let (n, oh, ow) = (win.shape()[0], win.shape()[1], win.shape()[2]);
     // Every product below is at most the element count of an existing
-    // tensor (the padded input or the weight), so none overflows.
+    // tensor (the windows or the weight), so none overflows.
     let m = n * oh * ow;
     let k = cg * kh * kw;
-    let win = win.permute(&[0, 2, 3, 1, 4, 5])?;
     let y = if groups == 1 {
         win.reshape(&[m, c * kh * kw])?
             .mm(&w.reshape(&[o, k])?.t()?)?
@@ -1347,6 +1352,14 @@ impl Pool2d {
     fn windows(&self, op: &'static str, x: &Tensor, fill: f64) -> Result<Tensor> {
         let [kh, kw] = self.kernel;
         let [oh, ow] = self.out_size(op, x.shape()[2], x.shape()[3])?;
+        let (k, s, p) = (self.kernel, self.stride, self.padding);
+        if let Some(rows) = super::im2col::windows(op, x, k, s, p, [1, 1], fill as f32)? {
+            // [N, OH, OW, C, KH, KW] -> [N, C, OH, OW, KH·KW] (a view).
+            let (n, c) = (x.shape()[0], x.shape()[1]);
+            return rows
+                .permute(&[0, 3, 1, 2, 4, 5])?
+                .reshape(&[n, c, oh, ow, kh * kw]);
+        }
         let x = pad_dim(x, 2, self.padding[0], self.padding[0], fill)?;
         let x = pad_dim(&x, 3, self.padding[1], self.padding[1], fill)?;
         let (n, c) = (x.shape()[0], x.shape()[1]);

@@ -43,6 +43,7 @@ mod conv;
 mod dropout;
 mod embedding;
 pub mod functional;
+mod im2col;
 pub mod init;
 mod layer_norm;
 mod layer_norm_kernel;

@@ -45,7 +45,9 @@ pub mod unary;
 /// The first kernel-selection bit of the unary ops (bits below it are the
 /// kernel families of [`crate::cpu::ops`]); room for 64 unary ops.
 pub const UNARY_BASE: u32 = 16;
-/// The first kernel-selection bit of the binary ops; room for 32.
+/// The first kernel-selection bit of the binary ops; room for 32 (the
+/// declared families of the family table take the top bits, from 127
+/// down: the table's compile-time check keeps every bit distinct).
 pub const BINARY_BASE: u32 = 80;
 
 // Compile-time budget: the bits of each table fit in its range.

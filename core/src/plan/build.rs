@@ -18,6 +18,8 @@ use super::format::{self, ARENA_ALIGN, HEADER, MAGIC, MAX_BINDINGS, VERSION, ker
 use super::trace::{Accumulation, Kernel, Operand, Recording};
 use super::{Binding, Plan, Role};
 use crate::backend::ArgReduceOp;
+use crate::backend::contract::Operand as ContractOperand;
+use crate::backend::family::declared_rows;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use alloc::vec;
@@ -301,6 +303,36 @@ impl Plan {
                     );
                     let p = vec![word(*dim)?, u32::from(*desc), word(s)?];
                     (kernel::ARGSORT, p, Some(s))
+                }
+                Kernel::Declared(f, step, words, _) => {
+                    // NOTE [Declared families]: the parameter words, then
+                    // the scratch buffer (u32::MAX: none).
+                    let code = f
+                        .plan_codes()
+                        .get(*step)
+                        .copied()
+                        .ok_or_else(|| refuse("a kernel family step without a plan code"))?;
+                    let ops: Vec<ContractOperand<'_>> = c
+                        .operands
+                        .iter()
+                        .map(|o| ContractOperand {
+                            layout: &o.layout,
+                            dtype: o.dtype,
+                            buffer: o.buf,
+                        })
+                        .collect();
+                    let need = declared_rows::scratch(*f, *step, words, &ops)
+                        .ok_or_else(|| refuse("a kernel's scratch is too large"))?;
+                    let mut p = words.clone();
+                    if need > 0 {
+                        let s = bufs.len() + extra_sizes.len();
+                        extra_sizes.push(need);
+                        p.push(word(s)?);
+                        (code, p, Some(s))
+                    } else {
+                        p.push(u32::MAX);
+                        (code, p, None)
+                    }
                 }
             };
             steps.push(Planned {
@@ -650,7 +682,7 @@ fn check_dtype(kernel: &Kernel, k: usize, dtype: DType) -> Result<()> {
     let index_at = |code: u32| usize::from(matches!(code, kernel::INDEX_ADD | kernel::SCATTER_ADD));
     let ok = match kernel {
         Kernel::Write(..) => true,
-        Kernel::Cast => format::dtype_code(dtype).is_some(),
+        Kernel::Cast | Kernel::Declared(..) => format::dtype_code(dtype).is_some(),
         Kernel::Copy => matches!(dtype, F32 | Bool | I64 | I32),
         Kernel::Index(code, _) if k == 1 - index_at(*code) => matches!(dtype, I64 | I32),
         Kernel::ArgReduce(..) | Kernel::ArgSort(..) if k == 1 => dtype == I64,

@@ -24,7 +24,9 @@
 //! plan is an `Err` here and never reaches a kernel.
 
 use super::Role;
-use crate::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::backend::contract::Operand;
+use crate::backend::family::{self, declared_rows};
+use crate::backend::{BinaryOp, CmpOp, Family, ReduceOp, UnaryOp};
 use crate::cpu::strided::{self, Strided};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -751,12 +753,14 @@ impl<'a> PlanRef<'a> {
             (CAST, 0) | (ARG_REDUCE, 2) | (LAYER_NORM, 4) | (LAYER_NORM_BACKWARD, 2) => {}
             (ARGSORT, 3) => {}
             (INDEX_SELECT..=SCATTER_ADD, 1) => {}
+            (k, 1..) if family::is_declared_code(k) => {}
             _ => return Err(corrupt("a step has an unknown kernel or parameter count")),
         }
         match s.kernel {
             // Checked by the replayer that links the family (NOTE
             // [Family steps are checked where they are linked]).
             CAST..=LAYER_NORM_BACKWARD | ARGSORT => Ok(()),
+            k if family::is_declared_code(k) => Ok(()),
             FILL | ZERO => {
                 let [d] = s.operands::<1>()?;
                 self.check_operands(s.kernel, 0, &[], &d)
@@ -893,7 +897,7 @@ impl<'a> PlanRef<'a> {
                 let need = len.and_then(|l| l.checked_mul(2 * size_of::<usize>()));
                 Some((2, need))
             }
-            _ => None,
+            k => declared_scratch(k, s.params, ops),
         };
         if let Some((at, need)) = scratch_need {
             let scratch = self.buffer(s.params[at] as usize)?;
@@ -1173,10 +1177,42 @@ impl<'a> PlanRef<'a> {
     }
 }
 
+/// A declared step's family, step and parameter words (its last word is
+/// the scratch buffer: NOTE [Declared families]).
+pub(crate) fn declared_of<'a>(s: &Step<'a>) -> Option<(Family, usize, &'a [u32])> {
+    let (f, step) = Family::of_code(s.kernel)?;
+    let (_, words) = s.params.split_last()?;
+    Some((f, step, words))
+}
+
+/// A declared step's scratch: the parameter word that names it and the
+/// bytes it needs, when it needs any.
+fn declared_scratch(code: u32, params: &[u32], ops: &[Opnd]) -> Option<(usize, Option<usize>)> {
+    let (f, step) = Family::of_code(code)?;
+    let (_, words) = params.split_last()?;
+    let mut o: heapless::Vec<Operand<'_>, 6> = heapless::Vec::new();
+    for x in ops {
+        o.push(Operand {
+            layout: &x.layout,
+            dtype: x.dtype,
+            buffer: x.buf,
+        })
+        .ok()?;
+    }
+    match declared_rows::scratch(f, step, words, &o) {
+        Some(0) => None,
+        need => Some((params.len() - 1, need)),
+    }
+}
+
 /// The operand count and how many of them (at the end) are written, of
 /// a step of the slice-level families, from its kernel and parameters.
 pub(crate) fn family_arity(s: &Step<'_>) -> Option<(usize, usize)> {
     let flag = |i: usize| s.params.get(i).map(|&p| usize::from(p != 0));
+    if let Some((f, step, words)) = declared_of(s) {
+        let (i, o) = declared_rows::arity(f, step, words)?;
+        return Some((i.checked_add(o)?, o));
+    }
     Some(match s.kernel {
         kernel::CAST | kernel::ARG_REDUCE | kernel::ARGSORT => (2, 1),
         kernel::INDEX_SELECT..=kernel::SCATTER_ADD => (3, 1),

@@ -352,7 +352,7 @@ fn step_bits<const OPS: u128>(s: &Step<'_>) -> Result<[(u128, &'static str); 3]>
         }
         // A replayer without any slice-level family refuses their steps
         // without linking their names.
-        kernel::CAST..=kernel::LAYER_NORM_BACKWARD | kernel::ARGSORT if OPS & family::BITS == 0 => {
+        k if OPS & family::BITS == 0 && family::is_family_code(k) => {
             one((family::BITS, "a kernel family"))
         }
         _ if OPS & family::BITS == 0 => one(NONE),
@@ -681,9 +681,7 @@ impl Mem<'_, '_> {
                 kernel::SOFTMAX_BACKWARD if OPS & ops::SOFTMAX_BACKWARD != 0 => {
                     self.softmax_backward(s)?;
                 }
-                kernel::CAST..=kernel::LAYER_NORM_BACKWARD | kernel::ARGSORT
-                    if OPS & family::BITS != 0 =>
-                {
+                k if OPS & family::BITS != 0 && family::is_family_code(k) => {
                     self.family::<OPS>(s)?;
                 }
                 // A kernel this replayer was built without (`new` refused

@@ -7,7 +7,10 @@
 
 use super::{Mem, refuse};
 use crate::backend::contract::{self, Operand};
+use crate::backend::declared::{In, Out};
+use crate::backend::family::{declared_rows, is_declared_code};
 use crate::backend::{ArgReduceOp, Family};
+use crate::cpu::dtypes;
 use crate::cpu::elementwise::{cast_ints, cast_slices};
 use crate::cpu::index::{
     Indices, check_all, gather_slices, index_add_slices, index_select_slices, scatter_add_slices,
@@ -18,7 +21,7 @@ use crate::cpu::reduce::arg_reduce_slices;
 use crate::cpu::sort::argsort_slices;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::plan::format::{Opnd, PlanRef, Step, family_arity, kernel, place};
+use crate::plan::format::{Opnd, PlanRef, Step, declared_of, family_arity, kernel, place};
 use crate::storage::{typed, typed_mut};
 
 /// The contract's view of a decoded operand.
@@ -39,7 +42,19 @@ pub(super) const BITS: u128 = Family::Cast.bits()
     | Family::IndexAdd.bits()
     | Family::ScatterAdd.bits()
     | Family::LayerNorm.bits()
-    | Family::ArgSort.bits();
+    | Family::ArgSort.bits()
+    | declared_rows::BITS;
+
+/// Whether a step code is a slice-level family's (this module's).
+pub(super) fn is_family_code(k: u32) -> bool {
+    matches!(
+        k,
+        kernel::CAST..=kernel::LAYER_NORM_BACKWARD | kernel::ARGSORT
+    ) || is_declared_code(k)
+}
+
+/// The dtypes a plan carries, for the declared kernels a replay runs.
+const PLAN_DTYPES: u16 = dtypes::F32 | dtypes::BOOL | dtypes::U8 | dtypes::I64 | dtypes::I32;
 
 /// The ops bit a family's step needs, with the family's name (its row
 /// of the family table: NOTE [Family table]). A match on the step codes,
@@ -54,7 +69,7 @@ pub(super) fn family_bit(s: &Step<'_>) -> Option<(u128, &'static str)> {
         kernel::SCATTER_ADD => Family::ScatterAdd,
         kernel::LAYER_NORM | kernel::LAYER_NORM_BACKWARD => Family::LayerNorm,
         kernel::ARGSORT => Family::ArgSort,
-        _ => return None,
+        k => Family::of_code(k)?.0,
     };
     Some((f.bits(), f.name()))
 }
@@ -100,6 +115,10 @@ pub(super) fn check<const OPS: u128>(plan: &PlanRef<'_>, s: &Step<'_>) -> Result
     plan.validate_family(s)?;
     let (o, n) = decode(s)?;
     let dim = s.params.first().copied().unwrap_or(0) as usize;
+    if let Some((f, step, words)) = declared_of(s) {
+        let ops: [Operand<'_>; 6] = core::array::from_fn(|i| operand(&o[i]));
+        return declared_rows::check(f, step, words, &ops[..n]);
+    }
     match s.kernel {
         kernel::CAST => contract::cast_of(operand(&o[0]), operand(&o[1])),
         kernel::ARG_REDUCE => {
@@ -243,6 +262,36 @@ impl Mem<'_, '_> {
         // written operand's buffer disjoint from every other operand of
         // the step, so the one `&mut` per written buffer aliases nothing.
         unsafe {
+            if let Some((f, step, words)) = declared_of(s) {
+                let (ni, _) =
+                    declared_rows::arity(f, step, words).ok_or_else(|| refuse("corrupt step"))?;
+                let mut ins: heapless::Vec<In<'_>, 6> = heapless::Vec::new();
+                let mut outs: heapless::Vec<Out<'_>, 6> = heapless::Vec::new();
+                for (i, x) in o.iter().take(n).enumerate() {
+                    if i < ni {
+                        let a = In {
+                            bytes: self.bytes(x.buf)?,
+                            layout: &x.layout,
+                            dtype: x.dtype,
+                        };
+                        ins.push(a).map_err(|_| refuse("corrupt step"))?;
+                    } else {
+                        let d = Out {
+                            bytes: self.bytes_mut(x.buf)?,
+                            layout: &x.layout,
+                            dtype: x.dtype,
+                        };
+                        outs.push(d).map_err(|_| refuse("corrupt step"))?;
+                    }
+                }
+                let scratch = match s.params.last() {
+                    Some(&b) if b != u32::MAX => self.bytes_mut(b as usize)?,
+                    _ => &mut [],
+                };
+                return declared_rows::run::<PLAN_DTYPES, OPS>(
+                    f, step, words, &ins, &mut outs, scratch,
+                );
+            }
             match s.kernel {
                 kernel::CAST if OPS & ops::CAST != 0 => {
                     let (a, d) = (&o[0], &o[1]);

@@ -13,7 +13,7 @@
 
 use super::format::kernel;
 use crate::allocator::{AllocStats, Allocator};
-use crate::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, ReduceOp, Src, UnaryOp};
+use crate::backend::{ArgReduceOp, Backend, BinaryOp, CmpOp, Dst, Family, ReduceOp, Src, UnaryOp};
 use crate::cpu::CpuBackend;
 use crate::device::Device;
 use crate::device_kind::DeviceKind;
@@ -87,6 +87,9 @@ pub(crate) enum Kernel {
     /// The sorting permutation along a dimension, descending or not:
     /// `[src, dst]`.
     ArgSort(usize, bool),
+    /// A declared family's step (NOTE [Declared families]) with its
+    /// parameter words and output count: `[inputs.., outputs..]`.
+    Declared(Family, usize, Vec<u32>, usize),
 }
 
 impl Kernel {
@@ -94,6 +97,7 @@ impl Kernel {
     pub(crate) fn outputs(&self) -> usize {
         match self {
             Kernel::LayerNorm(..) | Kernel::LayerNormBackward(_) => 2,
+            Kernel::Declared(.., outs) => *outs,
             _ => 1,
         }
     }
@@ -541,6 +545,18 @@ impl<const F32_ACC: bool> Backend for TracingBackend<F32_ACC> {
 
     fn host_computed(&self, op: &'static str) {
         self.refuse(op);
+    }
+
+    fn declared(&self, call: crate::backend::declared::Call<'_>) -> Result<()> {
+        let r = self.inner.declared(call);
+        let operands: Vec<Src<'_>> = call.srcs.iter().chain(call.dsts).copied().collect();
+        let k = Kernel::Declared(
+            call.family,
+            call.step,
+            call.params.to_vec(),
+            call.dsts.len(),
+        );
+        self.run(k, &operands, r)
     }
 }
 

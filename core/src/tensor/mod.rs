@@ -26,6 +26,7 @@
 mod convert;
 mod create;
 mod create_like;
+mod declared;
 mod display;
 mod explain;
 mod index;

@@ -244,6 +244,7 @@ impl Backend for ThreadedCpuBackend {
             | Family::IndexAdd
             | Family::ScatterAdd
             | Family::ArgSort => Provenance::Inherited(DeviceKind::Cpu),
+            f if f.is_declared() => Provenance::Inherited(DeviceKind::Cpu),
             _ => Provenance::Own,
         }
     }
@@ -405,5 +406,11 @@ impl Backend for ThreadedCpuBackend {
 
     fn argsort(&self, src: Src<'_>, dim: usize, descending: bool, dst: Dst<'_>) -> Result<()> {
         reference::sort::argsort(src, dim, descending, dst)
+    }
+
+    fn declared(&self, call: kael_core::backend::declared::Call<'_>) -> Result<()> {
+        // NOTE [Declared families]: the reference kernels, on this
+        // backend's host storages, until a family gets a threaded one.
+        kael_core::backend::declared::run_reference(call)
     }
 }

@@ -225,6 +225,17 @@ pub enum Rule {
         /// The formula: `(g, saved, param, flags) -> input gradients`.
         formula: FusedFormula,
     },
+    /// A linear step of a declared family (NOTE [Declared families]): the
+    /// gradient is the step the table row declares as its adjoint, run on
+    /// the output's gradient with the same parameter words.
+    Adjoint {
+        /// The family.
+        family: crate::backend::Family,
+        /// The adjoint step.
+        step: usize,
+        /// The parameter words.
+        params: Box<[u32]>,
+    },
     /// In-place elementwise unary op (inputs: old self), with the op's own
     /// gradient formula.
     InplaceUnary {
@@ -338,6 +349,7 @@ impl Rule {
             },
             Rule::Prod { .. } => "ProdBackward",
             Rule::Fused { name, .. } => name,
+            Rule::Adjoint { family, .. } => family.name(),
             Rule::InplaceUnary { op, .. } => op.backward_name(),
             Rule::InplaceFill => "FillBackward_",
             Rule::InplaceCopy { .. } => "CopyBackward_",
@@ -628,6 +640,11 @@ impl Rule {
                 };
                 vec![Some(formula(&g, &x, d)?)]
             }
+            Rule::Adjoint {
+                family,
+                step,
+                params,
+            } => vec![Some(Tensor::declared(*family, *step, params, &[g])?)],
             Rule::Fused {
                 saved,
                 param,

@@ -1,0 +1,125 @@
+//! The tensor op of every declared family (NOTE [Declared families]): the
+//! outputs allocated from the family's shape function, the backend's
+//! [`Backend::declared`](crate::backend::Backend::declared), and the
+//! gradient the table row declares.
+
+use super::Tensor;
+use crate::autograd::{self, rules::Rule};
+use crate::backend::contract::Operand;
+use crate::backend::declared::{Call, MAX_OPERANDS};
+use crate::backend::family::declared_rows;
+use crate::backend::{Family, Src};
+use crate::error::{Error, Result};
+use alloc::vec::Vec;
+
+impl Tensor {
+    /// Runs step `step` of the declared family `family` with parameter
+    /// words `params` on `inputs`, into a new tensor of the shape the
+    /// family's kernel computes; records the gradient the table row
+    /// declares (`adjoint:`). A declared family's ops (e.g.
+    /// [`conv2d`](crate::nn::functional::conv2d) through `im2col`) call
+    /// this; kernel developers may call it to test a family directly.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] on a device without the family (the op's
+    /// caller composes it instead); the family's contract, naming it;
+    /// device mismatch; [`Error::Autograd`] for an input that requires
+    /// grad when the row declares no gradient.
+    ///
+    /// ```
+    /// use kael_core::backend::Family;
+    /// use kael_core::cpu::im2col::Geometry;
+    /// use kael_core::{Device, Tensor};
+    /// let x = Tensor::arange(0.0f32, 9.0, &Device::cpu())?.reshape(&[1, 1, 3, 3])?;
+    /// let g = Geometry { kernel: [2, 2], stride: [1, 1], padding: [0, 0], dilation: [1, 1], image: [3, 3], fill: 0.0 };
+    /// let cols = Tensor::declared(Family::Im2col, 0, &g.words("im2col")?, &[&x])?;
+    /// assert_eq!(cols.shape(), &[1, 2, 2, 1, 2, 2]);
+    /// assert_eq!(cols.to_vec::<f32>()?[..4], [0.0, 1.0, 3.0, 4.0]);
+    /// # Ok::<(), kael_core::Error>(())
+    /// ```
+    pub fn declared(
+        family: Family,
+        step: usize,
+        params: &[u32],
+        inputs: &[&Tensor],
+    ) -> Result<Tensor> {
+        let op = family.name();
+        let first = inputs.first().ok_or(Error::InvalidArgument {
+            op,
+            reason: "a kernel family step needs at least one input",
+        })?;
+        if inputs.len() >= MAX_OPERANDS {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "more inputs than a kernel family takes (5)",
+            });
+        }
+        for t in inputs {
+            first.same_device(op, t)?;
+        }
+        let dev = first.device();
+        let (layouts, storages): (Vec<_>, Vec<_>) =
+            inputs.iter().map(|t| (t.layout(), t.storage())).unzip();
+        let ops: Vec<Operand<'_>> = inputs
+            .iter()
+            .zip(&layouts)
+            .zip(&storages)
+            .map(|((t, l), s)| Operand {
+                layout: l,
+                dtype: t.dtype(),
+                buffer: core::ptr::from_ref::<crate::storage::Storage>(s).addr(),
+            })
+            .collect();
+        let shapes = declared_rows::outputs(family, step, params, &ops)?;
+        let [(shape, dtype)] = shapes.as_slice() else {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "this kernel family step has more than one output; call its tensor op",
+            });
+        };
+        let needs = autograd::needs_record(inputs);
+        let adjoint = family.adjoint(step);
+        if needs && (adjoint.is_none() || inputs.len() != 1) {
+            return Err(Error::Autograd {
+                op,
+                reason: "this kernel family declares no gradient; call it under no_grad or detach its inputs",
+            });
+        }
+        let out = Tensor::alloc_for_overwrite(shape, *dtype, &dev)?;
+        {
+            let srcs: Vec<Src<'_>> = inputs
+                .iter()
+                .zip(&layouts)
+                .zip(&storages)
+                .map(|((t, l), s)| Src {
+                    storage: s,
+                    layout: l,
+                    dtype: t.dtype(),
+                })
+                .collect();
+            let (ol, os) = (out.layout(), out.storage());
+            let dsts = [Src {
+                storage: &os,
+                layout: &ol,
+                dtype: *dtype,
+            }];
+            dev.backend().declared(Call {
+                family,
+                step,
+                params,
+                srcs: &srcs,
+                dsts: &dsts,
+            })?;
+        }
+        if let (true, Some(adj)) = (needs, adjoint) {
+            autograd::record(&out, inputs, || {
+                Ok(Rule::Adjoint {
+                    family,
+                    step: adj,
+                    params: params.into(),
+                })
+            })?;
+        }
+        Ok(out)
+    }
+}
