@@ -247,16 +247,17 @@ impl Family {
     }
 }
 
-/// The plan codes of the declared families, as a bit set (codes below 64).
-pub(crate) const DECLARED_CODES: u64 = {
-    let mut set = 0u64;
+/// The plan codes of the declared families, as a bit set (codes below
+/// 32, so that the test is one 32-bit shift on a Cortex-M).
+pub(crate) const DECLARED_CODES: u32 = {
+    let mut set = 0u32;
     let mut i = 0;
     while i < Family::ALL.len() {
         if Family::ALL[i].is_declared() {
             let codes = Family::ALL[i].plan_codes();
             let mut c = 0;
             while c < codes.len() {
-                assert!(codes[c] < 64, "a declared family's plan code above 63");
+                assert!(codes[c] < 32, "a declared family's plan code above 31");
                 set |= 1 << codes[c];
                 c += 1;
             }
@@ -268,7 +269,7 @@ pub(crate) const DECLARED_CODES: u64 = {
 
 /// Whether a plan step code is a declared family's.
 pub(crate) const fn is_declared_code(code: u32) -> bool {
-    code < 64 && DECLARED_CODES & (1 << code) != 0
+    code < 32 && DECLARED_CODES & (1 << code) != 0
 }
 
 // The table's bits are disjoint and its plan codes distinct, and none is
