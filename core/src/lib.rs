@@ -54,6 +54,7 @@ pub mod device;
 pub mod device_kind;
 pub mod dtype;
 pub mod error;
+pub mod kernels;
 pub mod layout;
 pub mod nn;
 pub mod ops;

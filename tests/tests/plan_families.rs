@@ -6,7 +6,7 @@
 //! steps against eager training.
 
 use kael_core::backend::Family;
-use kael_core::cpu::im2col::Geometry;
+use kael_core::kernels::im2col::Geometry;
 use kael_core::nn::functional::{avg_pool2d, conv2d, embedding, layer_norm, max_pool2d};
 use kael_core::nn::{Reduction, cross_entropy};
 use kael_core::optim::{Optimizer, Sgd, SgdConfig};
@@ -272,10 +272,9 @@ fn ops_whose_results_are_computed_on_the_host_are_refused_by_name() -> Result<()
             "nonzero",
             (|x: &Tensor| x.nonzero()) as fn(&Tensor) -> Result<Tensor>,
         ),
+        // The class count from the data: a data-dependent shape.
         ("one_hot", |x: &Tensor| {
-            x.to_dtype(DType::I64)?
-                .one_hot(Some(4))?
-                .to_dtype(DType::F32)
+            x.to_dtype(DType::I64)?.one_hot(None)?.to_dtype(DType::F32)
         }),
     ] {
         let (y, rec) = tracer.record(|| f(&x))?;
@@ -291,6 +290,63 @@ fn ops_whose_results_are_computed_on_the_host_are_refused_by_name() -> Result<()
             "{text}"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn one_hot_with_a_class_count_and_scatter_replay_the_eager_bits() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let x = Tensor::from_slice(&[2.0f32, 1.0, 3.0, 0.5, 4.0, -1.0], &[2, 3], &dev)?;
+    let ix = Tensor::from_slice(&[2i64, 0, 2, 1, 1, 1], &[2, 3], &dev)?;
+    let (y, rec) = tracer.record(|| {
+        let h = ix.one_hot(Some(4))?.to_dtype(DType::F32)?; // [2, 3, 4]
+        // Repeated targets: the last write along dim 1 wins.
+        let s = x.scatter(1, &ix, &x.mul_scalar(10.0)?)?;
+        h.sum(&[2], false)?.add(&s)
+    })?;
+    let eager = y.to_vec::<f32>()?;
+    // By hand: row 0 writes 20 to col 2, 10 to col 0, 30 to col 2 (wins);
+    // row 1 writes 5, 40, -10 to col 1 (the last wins); one_hot sums to 1.
+    assert_eq!(eager, [11.0, 2.0, 31.0, 1.5, -9.0, 0.0]);
+    let plan = Plan::build(&rec, &[Binding::output("y", &y)])?;
+    let mut arena = vec![0u128; plan.arena_bytes().div_ceil(16)];
+    let mut got = [0.0f32; 6];
+    plan.run(
+        bytemuck::cast_slice_mut(&mut arena),
+        &mut [Bind::output("y", &mut got)],
+    )?;
+    assert_eq!(bits(&got), bits(&eager));
+    let ops = plan.as_ref().ops()?;
+    assert!(ops & Family::ScatterWins.bits() != 0 && ops & Family::ScatterAdd.bits() != 0);
+    // A class outside the count is an error naming one_hot, on the device.
+    let bad = Tensor::from_slice(&[4i64], &[1], &kael_core::Device::cpu())?;
+    let e = bad.one_hot(Some(4)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::IndexOutOfRange {
+                op: "one_hot",
+                index: 4,
+                size: 4
+            }
+        ),
+        "{e}"
+    );
+    let e = x
+        .scatter(1, &Tensor::from_slice(&[3i64], &[1, 1], &dev)?, &x)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::IndexOutOfRange {
+                op: "scatter",
+                index: 3,
+                size: 3
+            }
+        ),
+        "{e}"
+    );
     Ok(())
 }
 

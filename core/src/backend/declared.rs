@@ -227,18 +227,6 @@ pub fn run_storages<K: Declared, const DTYPES: u16>(call: Call<'_>) -> Result<()
     K::run::<DTYPES>(call.step, call.params, &ins, &mut outs, scratch)
 }
 
-/// Runs a declared step with the reference kernels, for every declared
-/// family and dtype: what a host backend that does not override
-/// [`Backend::declared`](super::Backend::declared) calls on its own
-/// storages (the threaded backend does).
-///
-/// # Errors
-/// As [`run_storages`].
-pub fn run_reference(call: Call<'_>) -> Result<()> {
-    use crate::cpu::{dtypes, ops};
-    super::family::declared_rows::run_storages::<{ dtypes::ALL }, { ops::ALL }>(call)
-}
-
 fn too_many(op: &'static str) -> Error {
     Error::InvalidArgument {
         op,

@@ -224,11 +224,17 @@ families! {
     /// `argsort`, `topk`); without it the tensor layer sorts on the host.
     ArgSort { name: "argsort", bits: 1 << 15, plan: [20], kind: Fused }
     /// `im2col` and its adjoint `col2im`: a convolution's or a pooling's
-    /// windows as rows, and back (`cpu::im2col`); without it the tensor
+    /// windows as rows, and back (`kernels::im2col`); without it the tensor
     /// layer takes the windows as views.
     Im2col {
         name: "im2col", bits: 1 << 127, plan: [21, 22], kind: Fused,
-        kernel: crate::cpu::im2col::Im2col, adjoint: [1, 0]
+        kernel: crate::kernels::im2col::Im2col, adjoint: [1, 0]
+    }
+    /// Which writes of a `scatter` land (`kernels::scatter`); without it
+    /// `scatter` reads its indices on the host.
+    ScatterWins {
+        name: "scatter", bits: 1 << 126, plan: [23], kind: Fused,
+        kernel: crate::kernels::scatter::ScatterWins
     }
 }
 

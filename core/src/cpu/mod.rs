@@ -11,7 +11,6 @@
 //! in [`select`].
 
 pub mod elementwise;
-pub mod im2col;
 pub mod index;
 pub mod matmul;
 pub mod norm;
@@ -115,6 +114,18 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> CpuBackend<DTYPES,
             })
         }
     }
+}
+
+/// Runs a declared family's step (NOTE [Declared families]) with the
+/// reference kernels, for every declared family and dtype: what a host
+/// backend that does not override
+/// [`Backend::declared`](crate::backend::Backend::declared) calls on its
+/// own storages (the threaded backend does).
+///
+/// # Errors
+/// As [`run_storages`](crate::backend::declared::run_storages).
+pub fn run_declared(call: crate::backend::declared::Call<'_>) -> Result<()> {
+    crate::backend::family::declared_rows::run_storages::<{ dtypes::ALL }, { ops::ALL }>(call)
 }
 
 impl Device {

@@ -4,8 +4,8 @@
 //! the caller takes the windows as views instead.
 
 use crate::backend::{Family, Provenance};
-use crate::cpu::im2col::Geometry;
 use crate::error::Result;
+use crate::kernels::im2col::Geometry;
 use crate::tensor::Tensor;
 
 /// `x [N, C, H, W]`'s windows as `[N, OH, OW, C, KH, KW]` rows (padding

@@ -186,6 +186,24 @@ impl Tensor {
                 supported: "i64, i32 (class indices)",
             });
         }
+        if let Some(n) = num_classes {
+            // NOTE [One-hot on the device]: ones scattered into zeros by
+            // the `scatter_add` kernel, which checks every index against
+            // `n` before it writes (so a bad class is an error, never a
+            // zero row), then cast: no value is read on the host, and a
+            // plan replays it.
+            return crate::autograd::no_grad(|| {
+                let mut shape = crate::shape::Dims::from_slice(self.shape())?;
+                shape.push(n)?;
+                crate::shape::checked_numel(OP, &shape)?;
+                let ix = self.unsqueeze(-1)?;
+                let ones = Tensor::ones(&[1], DType::F32, &self.device())?.expand(ix.shape())?;
+                Tensor::zeros(&shape, DType::F32, &self.device())?
+                    .scatter_add(-1, &ix, &ones)?
+                    .to_dtype(DType::I64)
+            })
+            .map_err(|e| e.renamed(OP));
+        }
         self.device().backend().host_computed(OP);
         let idx = crate::autograd::no_grad(|| self.to_dtype(DType::I64))?;
         let values = idx.contiguous()?.reshape(&[-1])?.to_vec::<i64>()?;

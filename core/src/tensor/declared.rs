@@ -28,7 +28,7 @@ impl Tensor {
     ///
     /// ```
     /// use kael_core::backend::Family;
-    /// use kael_core::cpu::im2col::Geometry;
+    /// use kael_core::kernels::im2col::Geometry;
     /// use kael_core::{Device, Tensor};
     /// let x = Tensor::arange(0.0f32, 9.0, &Device::cpu())?.reshape(&[1, 1, 3, 3])?;
     /// let g = Geometry { kernel: [2, 2], stride: [1, 1], padding: [0, 0], dilation: [1, 1], image: [3, 3], fill: 0.0 };

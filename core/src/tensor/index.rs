@@ -524,14 +524,29 @@ impl Tensor {
         self.scatter_impl(OP, dim, index, &src)
     }
 
-    fn scatter_impl(
-        &self,
-        op: &'static str,
-        dim: isize,
-        index: &Tensor,
-        src: &Tensor,
-    ) -> Result<Tensor> {
-        let d = self.scatter_shapes(op, dim, index, src)?;
+    /// The winning writes of a scatter along `d` (NOTE [Declared
+    /// families]: `kernels::scatter`), on the device; `None` where the
+    /// device lacks the family.
+    fn wins_on_device(&self, op: &'static str, d: usize, index: &Tensor) -> Result<Option<Tensor>> {
+        use crate::backend::{Family, Provenance};
+        let prov = self.device().backend().provenance(Family::ScatterWins);
+        if !matches!(prov, Provenance::Own | Provenance::Inherited(_)) {
+            return Ok(None);
+        }
+        let word = |v: usize| {
+            u32::try_from(v).map_err(|_| Error::InvalidArgument {
+                op,
+                reason: "a size above 2^32 - 1; use smaller tensors",
+            })
+        };
+        let words = [word(d)?, word(self.shape()[d])?];
+        autograd::no_grad(|| Tensor::declared(Family::ScatterWins, 0, &words, &[index]))
+            .map(Some)
+            .map_err(|e| e.renamed(op))
+    }
+
+    /// [`Tensor::wins_on_device`] on the host, from the index values.
+    fn wins_on_host(&self, op: &'static str, d: usize, index: &Tensor) -> Result<Tensor> {
         let size = self.shape()[d];
         self.device().backend().host_computed(op);
         let ix = autograd::no_grad(|| index.to_dtype(DType::I64)?.to_vec::<i64>())
@@ -576,6 +591,22 @@ impl Tensor {
                 }
             }
         }
+        Tensor::from_slice(&wins, ishape, &self.device())
+    }
+
+    fn scatter_impl(
+        &self,
+        op: &'static str,
+        dim: isize,
+        index: &Tensor,
+        src: &Tensor,
+    ) -> Result<Tensor> {
+        let d = self.scatter_shapes(op, dim, index, src)?;
+        let ishape = index.shape();
+        let win = match self.wins_on_device(op, d, index)? {
+            Some(win) => win,
+            None => self.wins_on_host(op, d, index)?,
+        };
         let run = || -> Result<Tensor> {
             let dev = self.device();
             // scatter_add refuses bool: work in u8 and convert back
@@ -584,7 +615,6 @@ impl Tensor {
             } else {
                 (self.clone(), src.clone())
             };
-            let win = Tensor::from_slice(&wins, ishape, &dev)?;
             let mut s_part = s;
             for (k, &n) in ishape.iter().enumerate() {
                 if s_part.shape()[k] != n {
@@ -592,10 +622,12 @@ impl Tensor {
                 }
             }
             let picked = win.where_cond(&s_part, &s_part.scalar_like(0.0)?)?;
+            // (Counted in f32, which a plan replays: at most one winner
+            // lands on each target.)
             let written = autograd::no_grad(|| {
-                Tensor::zeros(x.shape(), DType::I64, &dev)?
-                    .scatter_add(d as isize, index, &win.to_dtype(DType::I64)?)?
-                    .gt(&Tensor::scalar(0i64, &dev)?)
+                Tensor::zeros(x.shape(), DType::F32, &dev)?
+                    .scatter_add(d as isize, index, &win.to_dtype(DType::F32)?)?
+                    .gt(&Tensor::scalar(0.0f32, &dev)?)
             })?;
             // -0.0 + v is v for every v (0.0 + -0.0 would lose the sign)
             let base = Tensor::full(x.shape(), -0.0, x.dtype(), &dev)?;

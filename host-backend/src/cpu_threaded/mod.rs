@@ -411,6 +411,6 @@ impl Backend for ThreadedCpuBackend {
     fn declared(&self, call: kael_core::backend::declared::Call<'_>) -> Result<()> {
         // NOTE [Declared families]: the reference kernels, on this
         // backend's host storages, until a family gets a threaded one.
-        kael_core::backend::declared::run_reference(call)
+        reference::run_declared(call)
     }
 }
