@@ -12,7 +12,7 @@
 //!   from a host device in place, else [`Error::Unsupported`], which the
 //!   tensor layer answers by composing the op: NOTE [Fused families]);
 //! - the reference backend's dispatch ([`run_storages`]): the contract
-//!   ([`Declared::check`]), storage guards, the kernel on slices;
+//!   ([`check`]), storage guards, the kernel on slices;
 //! - the tensor layer's op: [`Tensor::declared`](crate::Tensor::declared)
 //!   allocates the outputs from [`Declared::outputs`] (the family's shape
 //!   function) and records the gradient the row declares (`adjoint:`, the

@@ -15,9 +15,13 @@
 //! backend, which families it runs itself ([`Backend::provenance`]), which
 //! it inherits and which the tensor layer composes.
 //!
-//! Adding a family: a row here, the `Backend` method with its default
-//! (NOTE [Inherited kernels]), the reference kernel in `cpu/` over slices
-//! (NOTE [Slice-level kernels]), and its conformance checks.
+//! Adding a family: a row here that names its kernel (`kernel:`, a type
+//! in `kernels/` implementing [`Declared`](super::declared::Declared), and
+//! `adjoint:` for a linear step's gradient), and its tests: the backend
+//! entry, reference dispatch, tensor op, gradient, tracer record and plan
+//! steps are generated from the row (NOTE [Declared families]). The rows
+//! without `kernel:` (copy through argsort) predate it and keep their
+//! hand-written `Backend` methods.
 
 use super::{Backend, Inherit};
 use crate::device_kind::DeviceKind;

@@ -119,7 +119,7 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> CpuBackend<DTYPES,
 /// Runs a declared family's step (NOTE [Declared families]) with the
 /// reference kernels, for every declared family and dtype: what a host
 /// backend that does not override
-/// [`Backend::declared`](crate::backend::Backend::declared) calls on its
+/// [`Backend::declared`] calls on its
 /// own storages (the threaded backend does).
 ///
 /// # Errors

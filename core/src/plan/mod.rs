@@ -56,13 +56,16 @@
 //! fused backward, matrix products, the index families (`index_select`,
 //! `gather`, `index_add`, `scatter_add`: embeddings and cross-entropy,
 //! forward and backward), the fused layer norm with its backward, and
-//! argsort (so `sort` and `topk`, an argsort and a gather). Every step
-//! runs the reference backend's own kernels (NOTE [Slice-level kernels]
-//! in [`crate::cpu::index`]). [`Plan::build`] refuses, naming the op,
-//! what a replay could not recompute: ops whose result the host computes
-//! from tensor values (`nonzero`, whose output size depends on them,
-//! `one_hot`, `scatter`), and kernels on dtypes a plan does not carry
-//! (f64, f16, bf16, i8, i16, integer arithmetic). Host
+//! argsort (so `sort` and `topk`, an argsort and a gather), and the
+//! declared families (NOTE [Declared families]: `im2col` and its adjoint
+//! under convolutions and pooling, `scatter_wins` under `scatter`). Every
+//! step runs the reference backend's own kernels (NOTE [Slice-level
+//! kernels] in [`crate::cpu::index`]). [`Plan::build`] refuses, naming the
+//! op, what a replay could not recompute: ops whose output shape the host
+//! computes from tensor values (`nonzero`, `one_hot` without a class
+//! count) or that read a value on the host (a batch norm with
+//! `momentum: None`), and kernels on dtypes a plan does not carry (f64,
+//! f16, bf16, i8, i16, integer arithmetic). Host
 //! control flow inside the recorded function is frozen as it went when
 //! recorded.
 
