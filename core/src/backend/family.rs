@@ -427,7 +427,7 @@ mod tests {
         let text = alloc::format!("{r}");
         assert!(
             text.starts_with(
-                "Cpu: own: unary matmul; composed: layer_norm softmax_backward argsort; unsupported: copy"
+                "Cpu: own: unary matmul; composed: layer_norm softmax_backward argsort im2col scatter; unsupported: copy"
             ),
             "{text}"
         );

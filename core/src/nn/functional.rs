@@ -423,10 +423,15 @@ pub fn batch_norm(
         bias,
         training,
         momentum,
+        None,
         eps,
     )
 }
 
+/// [`batch_norm`]; with `count` (a layer's `num_batches_tracked` under
+/// `momentum: None`), the running statistics are a cumulative average:
+/// the factor is `1 / (count + 1)`, computed on the device (so a plan
+/// replays it) in place of `momentum`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn batch_norm_op(
     op: &'static str,
@@ -437,6 +442,7 @@ pub(super) fn batch_norm_op(
     bias: Option<&Tensor>,
     training: bool,
     momentum: f64,
+    tracked: Option<&Tensor>,
     eps: f64,
 ) -> Result<Tensor> {
     let rank = input.rank();
@@ -484,15 +490,20 @@ pub(super) fn batch_norm_op(
         if let Some((rm, rv)) = running {
             no_grad(|| -> Result<()> {
                 let bessel = count as f64 / (count - 1) as f64;
-                let new_m = mean
-                    .reshape(&[c])?
-                    .mul_scalar(momentum)?
-                    .add(&rm.mul_scalar(1.0 - momentum)?)?;
-                let new_v = var
-                    .reshape(&[c])?
-                    .mul_scalar(bessel)?
-                    .mul_scalar(momentum)?
-                    .add(&rv.mul_scalar(1.0 - momentum)?)?;
+                // new · m + old · (1 - m)
+                let blend = |new: Tensor, old: &Tensor| -> Result<Tensor> {
+                    match tracked {
+                        None => new
+                            .mul_scalar(momentum)?
+                            .add(&old.mul_scalar(1.0 - momentum)?),
+                        Some(n) => {
+                            let f = n.to_dtype(old.dtype())?.add_scalar(1.0)?.recip()?;
+                            new.mul(&f)?.add(&old.mul(&f.neg()?.add_scalar(1.0)?)?)
+                        }
+                    }
+                };
+                let new_m = blend(mean.reshape(&[c])?, rm)?;
+                let new_v = blend(var.reshape(&[c])?.mul_scalar(bessel)?, rv)?;
                 rm.copy_(&new_m)?;
                 rv.copy_(&new_v)
             })?;

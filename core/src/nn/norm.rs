@@ -98,18 +98,12 @@ impl BatchNorm {
             Some((m, v, n)) => (Some(m), Some(v), Some(n)),
             None => (None, None, None),
         };
-        let factor = match (self.momentum, tracked) {
-            (Some(m), _) => m,
-            // PyTorch counts this batch first, then averages over all.
-            (None, Some(n)) if training => {
-                // A cumulative average reads the count on the host.
-                n.device()
-                    .backend()
-                    .host_computed("batch_norm (momentum None)");
-                let seen = n.to_vec::<i64>()?.first().copied().unwrap_or(0);
-                1.0 / (seen as f64 + 1.0)
-            }
-            (None, _) => 0.0,
+        // PyTorch counts this batch first, then averages over all: a
+        // cumulative average takes its factor from the count, on the
+        // device.
+        let (factor, count) = match (self.momentum, tracked) {
+            (Some(m), _) => (m, None),
+            (None, n) => (0.0, n),
         };
         let y = functional::batch_norm_op(
             op,
@@ -120,6 +114,7 @@ impl BatchNorm {
             self.bias.as_ref(),
             training,
             factor,
+            count,
             self.eps,
         )?;
         if let (true, Some(n)) = (training, tracked) {
