@@ -419,6 +419,52 @@ mod tests {
     }
 
     #[test]
+    fn declared_family_steps_replay() -> Result<()> {
+        // im2col (a convolution), col2im (its gradient) and scatter_wins
+        // with its arena scratch: the declared kernels on the replay's
+        // slices (NOTE [Declared families]), under Miri too.
+        let tracer = Tracer::new(Accumulation::F64);
+        let dev = tracer.device();
+        let x = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.25, 1.5, -0.5], &[1, 1, 2, 3], &dev)?
+            .requires_grad_(true)?;
+        let w = Tensor::from_slice(&[1.0f32, -0.5], &[1, 1, 1, 2], &dev)?;
+        let ix = Tensor::from_slice(&[1i64, 1, 0], &[3], &dev)?;
+        let v = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3], &dev)?;
+        let ((y, dx, s), rec) = tracer.record(|| {
+            let y = crate::nn::functional::conv2d(&x, &w, None, [1, 1], [0, 1], [1, 1], 1)?;
+            y.sum_all()?.backward()?;
+            let dx = x.grad().ok_or(crate::Error::Autograd {
+                op: "test",
+                reason: "no grad",
+            })?;
+            let s = v.scatter(0, &ix, &v)?;
+            Ok((y, dx, s))
+        })?;
+        let plan = Plan::build(
+            &rec,
+            &[
+                Binding::output("y", &y),
+                Binding::output("dx", &dx),
+                Binding::output("s", &s),
+            ],
+        )?;
+        let (mut gy, mut gx, mut gs) = ([0.0f32; 8], [0.0f32; 6], [0.0f32; 3]);
+        let mut arena = Arena::<2048>::new();
+        plan.run(
+            arena.as_mut_slice(),
+            &mut [
+                Bind::output("y", &mut gy),
+                Bind::output("dx", &mut gx),
+                Bind::output("s", &mut gs),
+            ],
+        )?;
+        assert_eq!(bits(&gy), bits(&y.to_vec::<f32>()?));
+        assert_eq!(bits(&gx), bits(&dx.to_vec::<f32>()?));
+        assert_eq!(gs, [3.0, 2.0, 3.0]); // index 1 written twice: 2 wins
+        Ok(())
+    }
+
+    #[test]
     fn compare_where_and_in_place_steps_replay() -> Result<()> {
         let tracer = Tracer::new(Accumulation::F64);
         let dev = tracer.device();
