@@ -582,17 +582,39 @@ fn im2col_by_definition(x: &[f32], [n, c, h, w]: [usize; 4], g: &Geometry) -> Ve
 
 #[test]
 fn im2col_matches_its_definition_and_col2im_is_its_adjoint_on_every_host_device() -> Result<()> {
-    let g = Geometry {
-        kernel: [2, 3],
-        stride: [2, 1],
-        padding: [1, 2],
-        dilation: [2, 1],
-        image: [5, 4],
-        fill: f32::NEG_INFINITY,
-    };
-    let words = g.words("test")?;
+    let geometries = [
+        Geometry {
+            kernel: [2, 3],
+            stride: [2, 1],
+            padding: [1, 2],
+            dilation: [2, 1],
+            image: [5, 4],
+            fill: f32::NEG_INFINITY,
+        },
+        // Strided and dilated along the width, with windows that reach
+        // past the image.
+        Geometry {
+            kernel: [3, 2],
+            stride: [1, 3],
+            padding: [1, 2],
+            dilation: [1, 2],
+            image: [5, 4],
+            fill: 0.5,
+        },
+    ];
     let shape = [2, 3, 5, 4];
-    for dev in [kael_core::Device::cpu(), kael_host::cpu_threaded::device()?] {
+    // The threaded device with every op parallel: batches split in pieces.
+    let threaded = kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .parallel_threshold(1)
+        .build()?;
+    let devices = [kael_core::Device::cpu(), threaded];
+    for (dev, g) in devices
+        .iter()
+        .flat_map(|d| geometries.iter().map(move |g| (d, *g)))
+    {
+        let dev = dev.clone();
+        let words = g.words("test")?;
         let mut rng = Rng::new(3);
         let x = Tensor::randn(&shape, DType::F32, &dev, &mut rng)?;
         let cols = Tensor::declared(Family::Im2col, 0, &words, &[&x])?;

@@ -105,6 +105,14 @@ pub trait Declared {
         Some(0)
     }
 
+    /// Whether dim 0 of every operand of `step` is one batch dimension,
+    /// and the step on a range of it is the step on that range: a
+    /// threaded backend may then run ranges of the batch in parallel.
+    fn batched(step: usize) -> bool {
+        let _ = step;
+        false
+    }
+
     /// Runs the step on slices. Called only after [`check`] passed for
     /// these operands (and, in a plan, after every reach was checked), so
     /// it may index without re-checking; it still returns an error rather

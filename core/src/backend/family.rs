@@ -148,6 +148,15 @@ macro_rules! families {
                 }
             }
 
+            /// Whether a declared step splits along a batch dimension.
+            pub(crate) fn batched(f: Family, step: usize) -> bool {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => <$kernel as Declared>::batched(step),)?)*
+                    _ => false,
+                }
+            }
+
             /// The scratch bytes of a declared step.
             pub(crate) fn scratch(f: Family, step: usize, params: &[u32], ops: &[Operand<'_>]) -> Option<usize> {
                 #[allow(unreachable_patterns)]

@@ -285,6 +285,25 @@ pub(crate) fn cast_slices<S: Scalar>(
 ) -> Result<()> {
     let int = !S::DTYPE.is_float();
     let mut failed = false;
+    // The common destination, typed once: the same conversion as `put`'s
+    // (through i64 or f64), without its per-element dtype dispatch.
+    if to == DType::F32 {
+        if let Ok(d) = crate::storage::typed_mut::<f32>(d) {
+            walk([dl, sl], |[od, os]| {
+                let x = sa[os];
+                let v = if int {
+                    x.as_i64() as f64 as f32
+                } else {
+                    x.to_f64() as f32
+                };
+                match d.get_mut(od) {
+                    Some(slot) => *slot = v,
+                    None => failed = true,
+                }
+            });
+            return if failed { Err(too_small()) } else { Ok(()) };
+        }
+    }
     walk([dl, sl], |[od, os]| {
         let x = sa[os];
         let w = if int {
@@ -295,12 +314,16 @@ pub(crate) fn cast_slices<S: Scalar>(
         failed |= put(d, to, od, w).is_none();
     });
     if failed {
-        return Err(Error::InvalidArgument {
-            op: "to_dtype",
-            reason: "the destination storage is smaller than its layout; allocate it with the layout's reach",
-        });
+        return Err(too_small());
     }
     Ok(())
+}
+
+fn too_small() -> Error {
+    Error::InvalidArgument {
+        op: "to_dtype",
+        reason: "the destination storage is smaller than its layout; allocate it with the layout's reach",
+    }
 }
 
 /// Stores `w` as element `i` of `bytes` holding `dtype`; `None` when `i`

@@ -128,6 +128,58 @@ pub fn run_declared(call: crate::backend::declared::Call<'_>) -> Result<()> {
     crate::backend::family::declared_rows::run_storages::<{ dtypes::ALL }, { ops::ALL }>(call)
 }
 
+/// Whether a declared family's step splits along a batch dimension
+/// ([`Declared::batched`](crate::backend::declared::Declared::batched)).
+pub fn declared_batched(family: crate::backend::Family, step: usize) -> bool {
+    crate::backend::family::declared_rows::batched(family, step)
+}
+
+/// A declared step's contract on `call`'s operands
+/// ([`check`](crate::backend::declared::check)), and the scratch bytes it
+/// needs: what a backend checks before it runs the step's kernel on
+/// slices itself ([`run_declared_slices`]).
+///
+/// # Errors
+/// The family's contract.
+pub fn declared_contract(call: crate::backend::declared::Call<'_>) -> Result<usize> {
+    use crate::backend::contract::Operand;
+    use crate::backend::family::declared_rows;
+    let op = call.family.name();
+    let ops: alloc::vec::Vec<Operand<'_>> = call
+        .srcs
+        .iter()
+        .chain(call.dsts)
+        .map(|s| Operand::from(*s))
+        .collect();
+    declared_rows::check(call.family, call.step, call.params, &ops)?;
+    declared_rows::scratch(call.family, call.step, call.params, &ops).ok_or(
+        Error::InvalidArgument {
+            op,
+            reason: "the kernel's scratch size overflows usize; use smaller sizes",
+        },
+    )
+}
+
+/// Runs a declared step's reference kernel on slices, every dtype: for a
+/// backend that splits the step itself (the threaded backend runs ranges
+/// of a batched step's batch in parallel), after [`declared_contract`]
+/// passed for the whole call.
+///
+/// # Errors
+/// The kernel's (bad values in the data).
+pub fn run_declared_slices(
+    family: crate::backend::Family,
+    step: usize,
+    params: &[u32],
+    ins: &[crate::backend::declared::In<'_>],
+    outs: &mut [crate::backend::declared::Out<'_>],
+    scratch: &mut [u8],
+) -> Result<()> {
+    crate::backend::family::declared_rows::run::<{ dtypes::ALL }, { ops::ALL }>(
+        family, step, params, ins, outs, scratch,
+    )
+}
+
 impl Device {
     /// The reference CPU backend with the global allocator.
     pub fn cpu() -> Self {

@@ -166,6 +166,10 @@ impl Declared for Im2col {
         Ok(v)
     }
 
+    fn batched(_step: usize) -> bool {
+        true // every image of the batch has its own rows
+    }
+
     fn run<const DTYPES: u16>(
         step: usize,
         params: &[u32],
@@ -191,41 +195,69 @@ impl Declared for Im2col {
     }
 }
 
-/// The 4 image and 6 column strides and offsets, and the sizes.
+/// One kernel row of one window: the column entries `(b, p, q, ch, i, ..)`.
+struct Row {
+    /// Offset of the image row the window's row `i` reads (`None`: the
+    /// row is padding).
+    x: Option<usize>,
+    /// Offset of the first column entry, `j = 0`.
+    c: usize,
+    /// Offset, inside the image row, of the element tap `j0` reads.
+    x_col: usize,
+    /// The taps `j0..j1` read the image; the others read padding.
+    taps: core::ops::Range<usize>,
+}
+
+/// The walk over the column entries, one kernel row at a time, in
+/// row-major order of `cols` (so `col2im`'s sums have one order).
 struct Walk<'l> {
     x: &'l Layout,
     c: &'l Layout,
 }
 
+/// The taps `j` of a kernel row whose column `q·s + j·d - p` falls inside
+/// `0..w`, for output column `q` (every product is bounded by the checked
+/// padded size).
+fn taps(q: usize, s: usize, d: usize, p: usize, w: usize, k: usize) -> core::ops::Range<usize> {
+    let start = q * s;
+    let j0 = if start >= p {
+        0
+    } else {
+        (p - start).div_ceil(d)
+    };
+    let j1 = if start >= p + w {
+        0
+    } else {
+        (p + w - start).div_ceil(d).min(k)
+    };
+    j0.min(j1)..j1
+}
+
 impl Walk<'_> {
-    /// Calls `f(x_offset or None for padding, cols_offset)` for every
-    /// column entry, in row-major order of `cols`.
-    fn each(&self, g: &Geometry, [oh, ow]: [usize; 2], mut f: impl FnMut(Option<usize>, usize)) {
+    fn each_row(&self, g: &Geometry, [oh, ow]: [usize; 2], mut f: impl FnMut(&Row)) {
         let (xs, cs) = (self.x.strides().as_slice(), self.c.strides().as_slice());
         let cshape = self.c.shape().as_slice();
         let (n, c) = (cshape[0], cshape[3]);
-        let [kh, kw] = g.kernel;
         let [h, w] = g.image;
         for b in 0..n {
             for p in 0..oh {
                 for q in 0..ow {
+                    let t = taps(q, g.stride[1], g.dilation[1], g.padding[1], w, g.kernel[1]);
+                    // The image column tap `t.start` reads.
+                    let col =
+                        (q * g.stride[1] + t.start * g.dilation[1]).saturating_sub(g.padding[1]);
                     for ch in 0..c {
                         let xo = self.x.offset() + b * xs[0] + ch * xs[1];
                         let co = self.c.offset() + b * cs[0] + p * cs[1] + q * cs[2] + ch * cs[3];
-                        for i in 0..kh {
-                            // In padded coordinates; bounded by the checked
-                            // padded size.
+                        for i in 0..g.kernel[0] {
                             let y = p * g.stride[0] + i * g.dilation[0];
                             let row = y.checked_sub(g.padding[0]).filter(|&r| r < h);
-                            for j in 0..kw {
-                                let x = q * g.stride[1] + j * g.dilation[1];
-                                let col = x.checked_sub(g.padding[1]).filter(|&v| v < w);
-                                let at = match (row, col) {
-                                    (Some(r), Some(v)) => Some(xo + r * xs[2] + v * xs[3]),
-                                    _ => None,
-                                };
-                                f(at, co + i * cs[4] + j * cs[5]);
-                            }
+                            f(&Row {
+                                x: row.map(|r| xo + r * xs[2]),
+                                c: co + i * cs[4],
+                                x_col: col * xs[3],
+                                taps: t.clone(),
+                            });
                         }
                     }
                 }
@@ -242,13 +274,37 @@ pub(crate) fn im2col_slices<T: Scalar>(
     (d, dl): (&mut [T], &Layout),
 ) {
     let fill = T::from_f64(f64::from(g.fill));
-    Walk { x: sl, c: dl }.each(g, out, |from, to| {
-        d[to] = from.map_or(fill, |f| s[f]);
+    let (kw, cj) = (g.kernel[1], dl.strides()[5]);
+    let xj = g.dilation[1] * sl.strides()[3];
+    Walk { x: sl, c: dl }.each_row(g, out, |r| {
+        let put = |d: &mut [T], j: usize, v: T| d[r.c + j * cj] = v;
+        match r.x {
+            Some(_) if r.taps.is_empty() => (0..kw).for_each(|j| put(d, j, fill)),
+            None => (0..kw).for_each(|j| put(d, j, fill)),
+            Some(x) => {
+                let from = x + r.x_col;
+                (0..r.taps.start).for_each(|j| put(d, j, fill));
+                if cj == 1 && xj == 1 {
+                    // (A loop, not `copy_from_slice`: a 3-tap row is too
+                    // short for a call to `memmove`.)
+                    let n = r.taps.len();
+                    let to = &mut d[r.c + r.taps.start..r.c + r.taps.end];
+                    for (t, f) in to.iter_mut().zip(&s[from..from + n]) {
+                        *t = *f;
+                    }
+                } else {
+                    for (k, j) in r.taps.clone().enumerate() {
+                        put(d, j, s[from + k * xj]);
+                    }
+                }
+                (r.taps.end..kw).for_each(|j| put(d, j, fill));
+            }
+        }
     });
 }
 
 /// `col2im` on slices: `d` zeroed, then every column entry added to the
-/// image element it came from.
+/// image element it came from, in row-major order of the columns.
 pub(crate) fn col2im_slices<T: Scalar>(
     g: &Geometry,
     out: [usize; 2],
@@ -256,9 +312,15 @@ pub(crate) fn col2im_slices<T: Scalar>(
     (d, dl): (&mut [T], &Layout),
 ) {
     walk([dl], |[o]| d[o] = T::ZERO);
-    Walk { x: dl, c: sl }.each(g, out, |to, from| {
-        if let Some(t) = to {
-            d[t] = d[t].add(s[from]);
+    let cj = sl.strides()[5];
+    let xj = g.dilation[1] * dl.strides()[3];
+    Walk { x: dl, c: sl }.each_row(g, out, |r| {
+        if let Some(x) = r.x {
+            let to = x + r.x_col;
+            for (k, j) in r.taps.clone().enumerate() {
+                let t = to + k * xj;
+                d[t] = d[t].add(s[r.c + j * cj]);
+            }
         }
     });
 }

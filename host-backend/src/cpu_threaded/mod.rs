@@ -22,6 +22,7 @@
 
 mod affinity;
 mod alloc;
+mod declared;
 mod elementwise;
 mod engine;
 mod float;
@@ -409,8 +410,8 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn declared(&self, call: kael_core::backend::declared::Call<'_>) -> Result<()> {
-        // NOTE [Declared families]: the reference kernels, on this
-        // backend's host storages, until a family gets a threaded one.
-        reference::run_declared(call)
+        // NOTE [Declared families]: the reference kernels on this
+        // backend's storages, a batched step's batch split across threads.
+        declared::declared(&self.par(), call)
     }
 }

@@ -1,0 +1,140 @@
+//! The declared families (NOTE [Declared families]) on the threaded
+//! backend: the reference kernels, with a batched step (one whose dim 0
+//! is a batch: `im2col`, `col2im`) run as ranges of its batch in
+//! parallel; every other step runs the reference kernel inline.
+
+use super::engine::Par;
+use kael_core::backend::declared::{Call, In, Out};
+use kael_core::cpu as reference;
+use kael_core::layout::Layout;
+use kael_core::{Error, Result};
+use std::sync::Mutex;
+
+/// One piece's output bytes.
+type Piece<'a> = Mutex<Option<Vec<&'a mut [u8]>>>;
+
+pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
+    let batch = call
+        .dsts
+        .first()
+        .and_then(|d| d.layout.shape().first().copied())
+        .unwrap_or(0);
+    let work: usize = call.dsts.iter().map(|d| d.layout.numel()).sum();
+    let split = reference::declared_batched(call.family, call.step)
+        && batch > 1
+        && par.parallel(work)
+        && call.dsts.iter().all(|d| d.layout.is_contiguous());
+    if !split {
+        return reference::run_declared(call);
+    }
+    let need = reference::declared_contract(call)?;
+    let op = call.family.name();
+    let pieces = batch.min(par.threads * 4);
+    let bound = |i: usize| i * batch / pieces;
+    let reads = call
+        .srcs
+        .iter()
+        .map(|s| s.storage.read(op))
+        .collect::<Result<Vec<_>>>()?;
+    let mut writes = call
+        .dsts
+        .iter()
+        .map(|d| d.storage.write(op))
+        .collect::<Result<Vec<_>>>()?;
+    // Each output's elements, contiguous from its offset, cut at the
+    // batch bounds: piece `i` owns rows `bound(i)..bound(i + 1)`.
+    let mut per_piece: Vec<Vec<&mut [u8]>> = (0..pieces).map(|_| Vec::new()).collect();
+    for (g, d) in writes.iter_mut().zip(call.dsts) {
+        let es = d.dtype.size_in_bytes();
+        let row = d.layout.numel() / batch * es;
+        let start = d.layout.offset() * es;
+        let mut rest = g.bytes_mut().get_mut(start..).ok_or_else(|| reach(op))?;
+        for (i, piece) in per_piece.iter_mut().enumerate() {
+            let len = (bound(i + 1) - bound(i)) * row;
+            if len > rest.len() {
+                return Err(reach(op));
+            }
+            let (head, tail) = rest.split_at_mut(len);
+            piece.push(head);
+            rest = tail;
+        }
+    }
+    // Each piece's layouts: the inputs narrowed to its rows, the outputs
+    // contiguous from the start of its bytes.
+    let mut layouts: Vec<(Vec<Layout>, Vec<Layout>)> = Vec::with_capacity(pieces);
+    for i in 0..pieces {
+        let (b0, n) = (bound(i), bound(i + 1) - bound(i));
+        let ins = call
+            .srcs
+            .iter()
+            .map(|s| s.layout.narrow(0, b0, n))
+            .collect::<Result<Vec<_>>>()?;
+        let outs = call
+            .dsts
+            .iter()
+            .map(|d| {
+                let mut shape = d.layout.shape().clone();
+                shape.as_mut_slice()[0] = n;
+                Layout::contiguous(&shape)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        layouts.push((ins, outs));
+    }
+    let bytes: Vec<&[u8]> = reads.iter().map(|g| g.bytes()).collect();
+    let slots: Vec<Piece<'_>> = per_piece.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    par.for_each_index(pieces, |i| {
+        let taken = match slots[i].lock() {
+            Ok(mut p) => p.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        let Some(out_bytes) = taken else {
+            return;
+        };
+        let (il, ol) = &layouts[i];
+        let ins: Vec<In<'_>> = bytes
+            .iter()
+            .zip(il)
+            .zip(call.srcs)
+            .map(|((b, l), s)| In {
+                bytes: b,
+                layout: l,
+                dtype: s.dtype,
+            })
+            .collect();
+        let mut outs: Vec<Out<'_>> = out_bytes
+            .into_iter()
+            .zip(ol)
+            .zip(call.dsts)
+            .map(|((b, l), d)| Out {
+                bytes: b,
+                layout: l,
+                dtype: d.dtype,
+            })
+            .collect();
+        let mut scratch = vec![0u128; need.div_ceil(16)];
+        let r = reference::run_declared_slices(
+            call.family,
+            call.step,
+            call.params,
+            &ins,
+            &mut outs,
+            bytemuck::cast_slice_mut(&mut scratch),
+        );
+        if let Err(e) = r {
+            let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+            f.get_or_insert(e);
+        }
+    });
+    match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn reach(op: &'static str) -> Error {
+    Error::InvalidArgument {
+        op,
+        reason: "an operand's layout runs past its storage; this is a bug in the caller",
+    }
+}
