@@ -43,7 +43,7 @@ macro_rules! families {
         $(#[$doc:meta])*
         $id:ident {
             name: $name:literal, bits: $bits:expr, plan: [$($code:literal),*], kind: $kind:ident
-            $(, kernel: $kernel:ty $(, adjoint: [$($adj:literal),*])?)?
+            $(, kernel: $kernel:ty $(, adjoint: [$($adj:literal),*])? $(, grad: [$($grad:literal),*])?)?
         }
     )*) => {
         /// A kernel family of the [`Backend`] trait (NOTE [Family table]).
@@ -95,14 +95,29 @@ macro_rules! families {
             }
 
             /// For a declared family's `step`, the step whose kernel is its
-            /// adjoint (the gradient of a linear step), when the row
-            /// declares one.
+            /// adjoint (the gradient of a linear step, run on the output's
+            /// gradient alone), when the row declares one (`adjoint:`).
             pub const fn adjoint(self, step: usize) -> Option<usize> {
                 #[allow(unreachable_patterns)]
                 match self {
                     $($($(Family::$id => {
                         let adj: &[usize] = &[$($adj),*];
                         if step < adj.len() { Some(adj[step]) } else { None }
+                    })?)?)*
+                    _ => None,
+                }
+            }
+
+            /// For a declared family's `step`, the step that computes its
+            /// input's gradient from the step's input and the output's
+            /// gradient (`grad:`; a nonlinear step such as a max pool).
+            pub const fn grad(self, step: usize) -> Option<usize> {
+                let _ = step;
+                #[allow(unreachable_patterns)]
+                match self {
+                    $($($(Family::$id => {
+                        let grad: &[usize] = &[$($grad),*];
+                        if step < grad.len() { Some(grad[step]) } else { None }
                     })?)?)*
                     _ => None,
                 }

@@ -69,7 +69,7 @@ impl Geometry {
         Ok(w)
     }
 
-    fn of(params: &[u32]) -> Option<Self> {
+    pub(crate) fn of(params: &[u32]) -> Option<Self> {
         let p = |i: usize| params.get(i).map(|&v| v as usize);
         if params.len() != 11 {
             return None;

@@ -4,7 +4,7 @@
 //! gradient the table row declares.
 
 use super::Tensor;
-use crate::autograd::{self, rules::Rule};
+use crate::autograd::{self, SavedTensor, rules::Rule};
 use crate::backend::contract::Operand;
 use crate::backend::declared::{Call, MAX_OPERANDS};
 use crate::backend::family::declared_rows;
@@ -16,7 +16,7 @@ impl Tensor {
     /// Runs step `step` of the declared family `family` with parameter
     /// words `params` on `inputs`, into a new tensor of the shape the
     /// family's kernel computes; records the gradient the table row
-    /// declares (`adjoint:`). A declared family's ops (e.g.
+    /// declares (`adjoint:` or `grad:`). A declared family's ops (e.g.
     /// [`conv2d`](crate::nn::functional::conv2d) through `im2col`) call
     /// this; kernel developers may call it to test a family directly.
     ///
@@ -78,11 +78,17 @@ impl Tensor {
             });
         };
         let needs = autograd::needs_record(inputs);
-        let adjoint = family.adjoint(step);
-        if needs && (adjoint.is_none() || inputs.len() != 1) {
+        // The gradient the row declares: an adjoint (run on the output's
+        // gradient) or a grad step (run on the input and it).
+        let grad = match (family.adjoint(step), family.grad(step)) {
+            (Some(s), _) => Some((s, false)),
+            (None, Some(s)) => Some((s, true)),
+            (None, None) => None,
+        };
+        if needs && (grad.is_none() || inputs.len() != 1) {
             return Err(Error::Autograd {
                 op,
-                reason: "this kernel family declares no gradient; call it under no_grad or detach its inputs",
+                reason: "this kernel family declares no gradient for this step; call it under no_grad or detach its inputs",
             });
         }
         let out = Tensor::alloc_for_overwrite(shape, *dtype, &dev)?;
@@ -111,12 +117,13 @@ impl Tensor {
                 dsts: &dsts,
             })?;
         }
-        if let (true, Some(adj)) = (needs, adjoint) {
+        if let (true, Some((gs, with_input))) = (needs, grad) {
             autograd::record(&out, inputs, || {
-                Ok(Rule::Adjoint {
+                Ok(Rule::Declared {
                     family,
-                    step: adj,
+                    step: gs,
                     params: params.into(),
+                    saved: with_input.then(|| SavedTensor::input(first)),
                 })
             })?;
         }

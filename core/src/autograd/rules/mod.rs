@@ -225,16 +225,19 @@ pub enum Rule {
         /// The formula: `(g, saved, param, flags) -> input gradients`.
         formula: FusedFormula,
     },
-    /// A linear step of a declared family (NOTE [Declared families]): the
-    /// gradient is the step the table row declares as its adjoint, run on
-    /// the output's gradient with the same parameter words.
-    Adjoint {
+    /// A step of a declared family (NOTE [Declared families]): the
+    /// gradient is the step its table row names (`adjoint:` for a linear
+    /// step, run on the output's gradient; `grad:`, run on the saved
+    /// input and the output's gradient), with the same parameter words.
+    Declared {
         /// The family.
         family: crate::backend::Family,
-        /// The adjoint step.
+        /// The gradient's step.
         step: usize,
         /// The parameter words.
         params: Box<[u32]>,
+        /// The input, for a `grad:` step (none for an adjoint).
+        saved: Option<SavedTensor>,
     },
     /// In-place elementwise unary op (inputs: old self), with the op's own
     /// gradient formula.
@@ -349,7 +352,7 @@ impl Rule {
             },
             Rule::Prod { .. } => "ProdBackward",
             Rule::Fused { name, .. } => name,
-            Rule::Adjoint { family, .. } => family.name(),
+            Rule::Declared { family, .. } => family.name(),
             Rule::InplaceUnary { op, .. } => op.backward_name(),
             Rule::InplaceFill => "FillBackward_",
             Rule::InplaceCopy { .. } => "CopyBackward_",
@@ -380,6 +383,7 @@ impl Rule {
             } => old_self.is_some() || other.is_some() || out.is_some(),
             Rule::CopySlices { inner, .. } => inner.saves_tensors(),
             Rule::InplaceUnary { x, out, .. } => x.is_some() || out.is_some(),
+            Rule::Declared { saved, .. } => saved.is_some(),
             _ => true,
         }
     }
@@ -417,6 +421,7 @@ impl Rule {
             Rule::CopySlices { inner, .. } => inner.into_saved_grad_fns(stack),
             Rule::Prod { x, .. } => push(Some(x)),
             Rule::Fused { saved, .. } => saved.into_iter().for_each(|s| push(Some(s))),
+            Rule::Declared { saved, .. } => push(saved),
             Rule::InplaceUnary { out, .. } => push(out),
             _ => {}
         }
@@ -640,11 +645,18 @@ impl Rule {
                 };
                 vec![Some(formula(&g, &x, d)?)]
             }
-            Rule::Adjoint {
+            Rule::Declared {
                 family,
                 step,
                 params,
-            } => vec![Some(Tensor::declared(*family, *step, params, &[g])?)],
+                saved,
+            } => {
+                let grad = match saved {
+                    Some(x) => Tensor::declared(*family, *step, params, &[&x.unpack(node)?, g])?,
+                    None => Tensor::declared(*family, *step, params, &[g])?,
+                };
+                vec![Some(grad)]
+            }
             Rule::Fused {
                 saved,
                 param,
