@@ -654,6 +654,46 @@ fn im2col_matches_its_definition_and_col2im_is_its_adjoint_on_every_host_device(
     Ok(())
 }
 
+#[test]
+fn the_max_pool_family_takes_pytorchs_ties_and_nan_on_every_host_device() -> Result<()> {
+    // PyTorch's CPU rule (`val > max || isnan(val)`): the first maximum of
+    // a window takes its gradient, and a NaN beats every number (the last
+    // NaN of the window). By hand: 2x2 windows, stride 2, of a 2x4 image.
+    let x = [1.0f32, 3.0, 1.0, f32::NAN, 3.0, 2.0, f32::NAN, 5.0];
+    let threaded = kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .parallel_threshold(1)
+        .build()?;
+    for dev in [kael_core::Device::cpu(), threaded] {
+        let xs = Tensor::from_slice(&x, &[1, 1, 2, 4], &dev)?.requires_grad_(true)?;
+        let y = max_pool2d(&xs, [2, 2], [2, 2], [0, 0])?;
+        let got = y.to_vec::<f32>()?;
+        assert_eq!(got[0], 3.0);
+        assert!(got[1].is_nan());
+        y.mul_scalar(2.0)?.sum(&[], false)?.backward()?;
+        // Window 0 (1, 3 / 3, 2): the first 3; window 1 (1, NaN / NaN, 5):
+        // the last NaN.
+        assert_eq!(
+            grad(&xs)?.to_vec::<f32>()?,
+            [0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0]
+        );
+        assert!(grad(&xs)?.device().kind() == dev.kind());
+        // Padding above half the kernel is refused by the family's
+        // contract too, naming it.
+        let g = Geometry {
+            kernel: [2, 2],
+            stride: [1, 1],
+            padding: [2, 0],
+            dilation: [1, 1],
+            image: [2, 4],
+            fill: 0.0,
+        };
+        let e = Tensor::declared(Family::MaxPool2d, 0, &g.words("test")?, &[&xs.detach()?]);
+        assert!(e.unwrap_err().to_string().contains("max_pool2d"));
+    }
+    Ok(())
+}
+
 /// A small CNN: conv (1 -> 4, 3x3, padding 1), relu, 2x2 max pool, conv
 /// (4 -> 6, 3x3, stride 2, dilation 1), avg pool 2x2 padding 1, linear.
 struct Cnn {
@@ -759,8 +799,10 @@ fn a_cnn_training_step_replays_30_steps_bit_for_bit() -> Result<()> {
         }
         losses.push(l[0]);
     }
-    // The plan runs the im2col family (no view backward), and it trains.
-    assert!(plan.as_ref().ops()? & Family::Im2col.bits() != 0);
+    // The plan runs the im2col and max_pool2d families (no view
+    // backward), and it trains.
+    let ops = plan.as_ref().ops()?;
+    assert!(ops & Family::Im2col.bits() != 0 && ops & Family::MaxPool2d.bits() != 0);
     assert!(losses[29] < 0.5 * losses[0], "{losses:?}");
     Ok(())
 }

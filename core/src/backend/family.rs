@@ -264,6 +264,12 @@ families! {
         name: "scatter", bits: 1 << 126, plan: [23], kind: Fused,
         kernel: crate::kernels::scatter::ScatterWins
     }
+    /// `max_pool2d` and its gradient (`kernels::pool`); without it the
+    /// tensor layer takes the maximum of `im2col`'s windows.
+    MaxPool2d {
+        name: "max_pool2d", bits: 1 << 125, plan: [24, 25], kind: Fused,
+        kernel: crate::kernels::pool::MaxPool2d, grad: [1]
+    }
 }
 
 impl Family {

@@ -9,4 +9,5 @@
 //! all call them, so eager and replayed results are one computation.
 
 pub mod im2col;
+pub mod pool;
 pub mod scatter;

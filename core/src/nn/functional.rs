@@ -1381,6 +1381,11 @@ impl Pool2d {
 
     pub(super) fn max(&self, op: &'static str, input: &Tensor) -> Result<Tensor> {
         let (x, unbatched) = Self::batched(op, input)?;
+        let (k, s, p) = (self.kernel, self.stride, self.padding);
+        self.out_size(op, x.shape()[2], x.shape()[3])?;
+        if let Some(y) = super::im2col::max_pool(op, &x, k, s, p)? {
+            return if unbatched { y.squeeze_dim(0) } else { Ok(y) };
+        }
         let y = self
             .windows(op, &x, f64::NEG_INFINITY)?
             .max_dim(-1, false)?;

@@ -1,7 +1,7 @@
-//! Convolution and pooling windows through the device's `im2col` kernel
-//! family (a declared family: NOTE [Declared families]), whose gradient
-//! is its adjoint `col2im`; `None` where the device lacks the family, and
-//! the caller takes the windows as views instead.
+//! Convolution and pooling through the device's declared families (NOTE
+//! [Declared families]): windows by `im2col` (whose gradient is its
+//! adjoint `col2im`) and max pooling by `max_pool2d`; `None` where the
+//! device lacks the family, and the caller composes the op instead.
 
 use crate::backend::{Family, Provenance};
 use crate::error::Result;
@@ -34,6 +34,36 @@ pub(super) fn windows(
         fill,
     };
     Tensor::declared(Family::Im2col, 0, &g.words(op)?, &[x])
+        .map(Some)
+        .map_err(|e| e.renamed(op))
+}
+
+/// `max_pool2d` of batched `x [N, C, H, W]` through the device's
+/// `max_pool2d` family (its gradient is the family's too), or `None` on a
+/// device without it. The caller has checked the geometry.
+pub(super) fn max_pool(
+    op: &'static str,
+    x: &Tensor,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> Result<Option<Tensor>> {
+    let prov = x.device().backend().provenance(Family::MaxPool2d);
+    if !matches!(prov, Provenance::Own | Provenance::Inherited(_))
+        || x.dtype() == crate::DType::Bool
+    {
+        return Ok(None);
+    }
+    let s = x.shape();
+    let g = Geometry {
+        kernel,
+        stride,
+        padding,
+        dilation: [1, 1],
+        image: [s[2], s[3]],
+        fill: 0.0,
+    };
+    Tensor::declared(Family::MaxPool2d, 0, &g.words(op)?, &[x])
         .map(Some)
         .map_err(|e| e.renamed(op))
 }

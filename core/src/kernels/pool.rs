@@ -1,0 +1,195 @@
+//! The `max_pool2d` family: the maximum of each window of an image
+//! (step 0) and the gradient that sends each output's gradient to its
+//! window's maximum (step 1), PyTorch's CPU rule at ties and NaN: the
+//! first maximum in row-major window order wins, and a NaN wins over any
+//! number (the last NaN). A declared family (NOTE [Declared families])
+//! whose row names step 1 as step 0's gradient (`grad:`).
+//!
+//! Parameter words: an [`im2col` geometry](super::im2col::Geometry)
+//! (dilation and fill unused: dilation must be 1).
+//!
+//! - step 0: `x [N, C, H, W]` to `y [N, C, OH, OW]`;
+//! - step 1: `x`, `g [N, C, OH, OW]` to `dx [N, C, H, W]`: zero, then
+//!   each `g` added at its window's maximum, in row-major order of `g`.
+
+use super::im2col::Geometry;
+use crate::backend::contract::Operand;
+use crate::backend::declared::{Declared, In, Out, Shapes};
+use crate::dispatch_in;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Error, Result};
+use crate::layout::{Layout, walk};
+use crate::shape::Dims;
+use crate::storage::{typed, typed_mut};
+
+/// The `max_pool2d` family's kernel (steps: forward, gradient).
+pub struct MaxPool2d;
+
+const OP: &str = "max_pool2d";
+
+fn invalid(reason: &'static str) -> Error {
+    Error::InvalidArgument { op: OP, reason }
+}
+
+impl Declared for MaxPool2d {
+    fn arity(step: usize, params: &[u32]) -> Option<(usize, usize)> {
+        match (step, params.len()) {
+            (0, 11) => Some((1, 1)),
+            (1, 11) => Some((2, 1)),
+            _ => None,
+        }
+    }
+
+    fn outputs(step: usize, params: &[u32], ins: &[Operand<'_>]) -> Result<Shapes> {
+        let g = Geometry::of(params).ok_or(invalid("malformed parameters"))?;
+        if g.dilation != [1, 1] {
+            return Err(invalid("dilation must be 1"));
+        }
+        if g.padding[0] > g.kernel[0] / 2 || g.padding[1] > g.kernel[1] / 2 {
+            // (So that every window holds an image element.)
+            return Err(invalid(
+                "padding must be at most half the kernel size (as in PyTorch); lower the padding or enlarge the kernel",
+            ));
+        }
+        let [oh, ow] = g.out(OP)?;
+        let x = ins.first().ok_or(invalid("no input"))?;
+        let [n, c, h, w] = *x.layout.shape().as_slice() else {
+            return Err(invalid("the input must be [N, C, H, W]"));
+        };
+        if [h, w] != g.image {
+            return Err(invalid("the input's size is not the geometry's"));
+        }
+        if x.dtype == DType::Bool {
+            return Err(Error::UnsupportedDType {
+                op: OP,
+                dtype: x.dtype,
+                supported: "numeric dtypes",
+            });
+        }
+        let shape = if step == 0 {
+            [n, c, oh, ow]
+        } else {
+            let gr = ins.get(1).ok_or(invalid("no gradient"))?;
+            if gr.layout.shape().as_slice() != [n, c, oh, ow] || gr.dtype != x.dtype {
+                return Err(invalid(
+                    "the gradient must have the output's shape and the input's dtype",
+                ));
+            }
+            [n, c, h, w]
+        };
+        let mut v = Shapes::new();
+        let _ = v.push((Dims::from_slice(&shape)?, x.dtype));
+        Ok(v)
+    }
+
+    fn batched(_step: usize) -> bool {
+        true
+    }
+
+    fn run<const DTYPES: u16>(
+        step: usize,
+        params: &[u32],
+        ins: &[In<'_>],
+        outs: &mut [Out<'_>],
+        _scratch: &mut [u8],
+    ) -> Result<()> {
+        let g = Geometry::of(params).ok_or(invalid("malformed parameters"))?;
+        let out = g.out(OP)?;
+        let (Some(x), Some(d)) = (ins.first(), outs.first_mut()) else {
+            return Err(invalid("missing operands"));
+        };
+        dispatch_in!(DTYPES, OP, d.dtype, T => {
+            let xs = (typed::<T>(x.bytes)?, x.layout);
+            let o = typed_mut::<T>(d.bytes)?;
+            if step == 0 {
+                pool_slices(&g, out, xs, (o, d.layout));
+            } else {
+                let gr = ins.get(1).ok_or(invalid("missing operands"))?;
+                let gs = (typed::<T>(gr.bytes)?, gr.layout);
+                pool_grad_slices(&g, out, xs, gs, (o, d.layout));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Calls `f([b, ch, p, q], (row, column) of the maximum, maximum)` for
+/// every window, in row-major order of the output.
+fn windows<T: Scalar>(
+    g: &Geometry,
+    [oh, ow]: [usize; 2],
+    (x, xl): (&[T], &Layout),
+    mut f: impl FnMut([usize; 4], (usize, usize), T),
+) {
+    let s = xl.strides().as_slice();
+    let (n, c) = (xl.shape()[0], xl.shape()[1]);
+    let [h, w] = g.image;
+    let lo = T::from_f64(f64::NEG_INFINITY);
+    let range = |o: usize, a: usize, len: usize| {
+        // Image positions `o·s - p + 0..k` inside `0..len`.
+        let start = o * g.stride[a];
+        let first = start.saturating_sub(g.padding[a]);
+        let end = (start + g.kernel[a]).saturating_sub(g.padding[a]).min(len);
+        first..end.max(first)
+    };
+    for b in 0..n {
+        for ch in 0..c {
+            let plane = xl.offset() + b * s[0] + ch * s[1];
+            for p in 0..oh {
+                let rows = range(p, 0, h);
+                for q in 0..ow {
+                    let cols = range(q, 1, w);
+                    // PyTorch's: the first in-image position, then any
+                    // larger value or any NaN.
+                    let mut at = (rows.start, cols.start);
+                    let mut best = lo;
+                    for r in rows.clone() {
+                        for col in cols.clone() {
+                            let v = x[plane + r * s[2] + col * s[3]];
+                            if v > best || v.is_nan() {
+                                best = v;
+                                at = (r, col);
+                            }
+                        }
+                    }
+                    f([b, ch, p, q], at, best);
+                }
+            }
+        }
+    }
+}
+
+/// Step 0 on slices (NOTE [Slice-level kernels] in `cpu::index`).
+pub(crate) fn pool_slices<T: Scalar>(
+    g: &Geometry,
+    out: [usize; 2],
+    x: (&[T], &Layout),
+    (d, dl): (&mut [T], &Layout),
+) {
+    let s = dl.strides().as_slice();
+    windows(g, out, x, |[b, ch, p, q], _, v| {
+        d[dl.offset() + b * s[0] + ch * s[1] + p * s[2] + q * s[3]] = v;
+    });
+}
+
+/// Step 1 on slices: `d` (laid out as `x`) zeroed, then each gradient
+/// added at its window's maximum.
+pub(crate) fn pool_grad_slices<T: Scalar>(
+    g: &Geometry,
+    out: [usize; 2],
+    (x, xl): (&[T], &Layout),
+    (gr, gl): (&[T], &Layout),
+    (d, dl): (&mut [T], &Layout),
+) {
+    walk([dl], |[o]| d[o] = T::ZERO);
+    let (gs, ds) = (gl.strides(), dl.strides());
+    let [h, w] = g.image;
+    windows(g, out, (x, xl), |[b, ch, p, q], (r, col), _| {
+        if r >= h || col >= w {
+            return; // a window of padding alone (refused by the contract)
+        }
+        let to = dl.offset() + b * ds[0] + ch * ds[1] + r * ds[2] + col * ds[3];
+        let v = gr[gl.offset() + b * gs[0] + ch * gs[1] + p * gs[2] + q * gs[3]];
+        d[to] = d[to].add(v);
+    });
+}
