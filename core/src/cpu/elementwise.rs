@@ -285,9 +285,10 @@ pub(crate) fn cast_slices<S: Scalar>(
 ) -> Result<()> {
     let int = !S::DTYPE.is_float();
     let mut failed = false;
-    // The common destination, typed once: the same conversion as `put`'s
-    // (through i64 or f64), without its per-element dtype dispatch.
-    if to == DType::F32 {
+    // Masks to f32, typed once: the same conversion as `put`'s (through
+    // i64), without its per-element dtype dispatch. (Byte sources only: a
+    // loop for every source dtype grew an image with every kernel by 8 KB.)
+    if to == DType::F32 && core::mem::size_of::<S>() == 1 {
         if let Ok(d) = crate::storage::typed_mut::<f32>(d) {
             walk([dl, sl], |[od, os]| {
                 let x = sa[os];

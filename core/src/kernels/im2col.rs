@@ -16,6 +16,7 @@
 //! - `col2im`: `cols` to `x`: each element of `x` the sum, in row-major
 //!   order of `cols`, of the entries `im2col` copied from it.
 
+use super::KERNEL_DTYPES;
 use crate::backend::contract::Operand;
 use crate::backend::declared::{Declared, In, Out, Shapes};
 use crate::dispatch_in;
@@ -182,7 +183,8 @@ impl Declared for Im2col {
             return Err(invalid(IM2COL, "missing operands"));
         };
         let out = g.out(IM2COL)?;
-        dispatch_in!(DTYPES, IM2COL, d.dtype, T => {
+        // f32 only (NOTE [Declared kernels' dtypes]).
+        dispatch_in!(DTYPES & KERNEL_DTYPES, IM2COL, d.dtype, T => {
             let s = typed::<T>(a.bytes)?;
             let o = typed_mut::<T>(d.bytes)?;
             if step == 0 {

@@ -8,6 +8,16 @@
 //! the reference backend, the threaded backend and the planned replayer
 //! all call them, so eager and replayed results are one computation.
 
+// NOTE [Declared kernels' dtypes]
+// The convolution and pooling kernels are built for f32 only: a kernel
+// per dtype for all ten grew an image that selects every kernel
+// (`Device::cpu()`, the firmware's `mlp_infer`) by 8%. The ops that call
+// them (`nn::im2col`) take another dtype (f64 included) through their
+// composed path, which gives the same values.
+
+/// The dtypes the convolution and pooling kernels are built for.
+pub(crate) const KERNEL_DTYPES: u16 = crate::cpu::dtypes::F32;
+
 pub mod im2col;
 pub mod pool;
 pub mod scatter;

@@ -12,6 +12,7 @@
 //! - step 1: `x`, `g [N, C, OH, OW]` to `dx [N, C, H, W]`: zero, then
 //!   each `g` added at its window's maximum, in row-major order of `g`.
 
+use super::KERNEL_DTYPES;
 use super::im2col::Geometry;
 use crate::backend::contract::Operand;
 use crate::backend::declared::{Declared, In, Out, Shapes};
@@ -98,7 +99,8 @@ impl Declared for MaxPool2d {
         let (Some(x), Some(d)) = (ins.first(), outs.first_mut()) else {
             return Err(invalid("missing operands"));
         };
-        dispatch_in!(DTYPES, OP, d.dtype, T => {
+        // f32 only (NOTE [Declared kernels' dtypes]).
+        dispatch_in!(DTYPES & KERNEL_DTYPES, OP, d.dtype, T => {
             let xs = (typed::<T>(x.bytes)?, x.layout);
             let o = typed_mut::<T>(d.bytes)?;
             if step == 0 {

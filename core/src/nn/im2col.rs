@@ -4,9 +4,17 @@
 //! device lacks the family, and the caller composes the op instead.
 
 use crate::backend::{Family, Provenance};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::kernels::im2col::Geometry;
 use crate::tensor::Tensor;
+
+/// Whether `x`'s device runs `family` on `x`'s dtype (f32: NOTE
+/// [Declared kernels' dtypes]).
+fn runs(x: &Tensor, family: Family) -> bool {
+    let prov = x.device().backend().provenance(family);
+    matches!(prov, Provenance::Own | Provenance::Inherited(_)) && x.dtype() == DType::F32
+}
 
 /// `x [N, C, H, W]`'s windows as `[N, OH, OW, C, KH, KW]` rows (padding
 /// reads `fill`), or `None` on a device without the `im2col` family.
@@ -20,8 +28,7 @@ pub(super) fn windows(
     dilation: [usize; 2],
     fill: f32,
 ) -> Result<Option<Tensor>> {
-    let prov = x.device().backend().provenance(Family::Im2col);
-    if !matches!(prov, Provenance::Own | Provenance::Inherited(_)) {
+    if !runs(x, Family::Im2col) {
         return Ok(None);
     }
     let s = x.shape();
@@ -48,10 +55,7 @@ pub(super) fn max_pool(
     stride: [usize; 2],
     padding: [usize; 2],
 ) -> Result<Option<Tensor>> {
-    let prov = x.device().backend().provenance(Family::MaxPool2d);
-    if !matches!(prov, Provenance::Own | Provenance::Inherited(_))
-        || x.dtype() == crate::DType::Bool
-    {
+    if !runs(x, Family::MaxPool2d) {
         return Ok(None);
     }
     let s = x.shape();
