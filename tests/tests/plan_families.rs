@@ -806,3 +806,83 @@ fn a_cnn_training_step_replays_30_steps_bit_for_bit() -> Result<()> {
     assert!(losses[29] < 0.5 * losses[0], "{losses:?}");
     Ok(())
 }
+
+#[test]
+fn a_batch_norm_training_step_replays_with_its_counter_as_i64_state() -> Result<()> {
+    use kael_core::nn::{BatchNorm2d, Module};
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let mut rng = Rng::new(4);
+    let w = Tensor::randn(&[3, 2, 3, 3], DType::F32, &dev, &mut rng)?
+        .mul_scalar(0.3)?
+        .deep_clone()?
+        .requires_grad_(true)?;
+    let x = Tensor::randn(&[4, 2, 6, 6], DType::F32, &dev, &mut rng)?;
+    for cumulative in [false, true] {
+        let mut bn = BatchNorm2d::new(3, 1e-5, 0.1, true, DType::F32, &dev)?;
+        if cumulative {
+            bn = bn.with_cumulative_average(); // momentum None
+        }
+        let mut params = vec![w.clone()];
+        params.extend(bn.parameters());
+        let mut opt = Sgd::new(
+            params.clone(),
+            SgdConfig {
+                lr: 0.1,
+                ..Default::default()
+            },
+        )?;
+        let (rm, rv) = (bn.running_mean().unwrap(), bn.running_var().unwrap());
+        let n = bn.num_batches_tracked().unwrap();
+        let mut step = || -> Result<Tensor> {
+            opt.zero_grad();
+            let h = conv2d(&x, &w, None, [1, 1], [1, 1], [1, 1], 1)?;
+            let loss = bn.forward(&h)?.relu()?.sqr()?.mean(&[], false)?;
+            loss.backward()?;
+            opt.step()?;
+            Ok(loss)
+        };
+        let mut f32_state: Vec<Vec<f32>> = params
+            .iter()
+            .chain([rm, rv])
+            .map(|t| t.to_vec::<f32>())
+            .collect::<Result<_>>()?;
+        let mut count = n.to_vec::<i64>()?;
+        let (loss, rec) = tracer.record(&mut step)?;
+        let names = ["w", "g", "b", "rm", "rv"];
+        let state: Vec<&Tensor> = params.iter().chain([rm, rv]).collect();
+        let mut binds = vec![Binding::output("loss", &loss), Binding::state("n", n)];
+        binds.extend(names.iter().zip(&state).map(|(k, t)| Binding::state(k, t)));
+        let plan = Plan::build(&rec, &binds)?;
+        let mut arena = vec![0u128; plan.arena_bytes().div_ceil(16)];
+        let mut eager_loss = loss.to_vec::<f32>()?;
+        for k in 0..10 {
+            if k > 0 {
+                eager_loss = step()?.to_vec::<f32>()?;
+            }
+            let mut l = [0.0f32];
+            let [a, b, c, d, e] = &mut f32_state[..] else {
+                unreachable!("five f32 states")
+            };
+            plan.run(
+                bytemuck::cast_slice_mut(&mut arena),
+                &mut [
+                    Bind::output("loss", &mut l),
+                    Bind::state_i64("n", &mut count),
+                    Bind::state("w", a),
+                    Bind::state("g", b),
+                    Bind::state("b", c),
+                    Bind::state("rm", d),
+                    Bind::state("rv", e),
+                ],
+            )?;
+            assert_eq!(bits(&l), bits(&eager_loss), "loss at step {k}");
+            for (s, t) in f32_state.iter().zip(&state) {
+                assert_eq!(bits(s), bits(&t.to_vec::<f32>()?), "step {k}");
+            }
+            assert_eq!(count, n.to_vec::<i64>()?);
+        }
+        assert_eq!(count, [10]);
+    }
+    Ok(())
+}

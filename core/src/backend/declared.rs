@@ -11,7 +11,7 @@
 //!   method for every declared family, with the usual default (inherit
 //!   from a host device in place, else [`Error::Unsupported`], which the
 //!   tensor layer answers by composing the op: NOTE [Fused families]);
-//! - the reference backend's dispatch ([`run_storages`]): the contract
+//! - the reference backend's dispatch (`run_storages`): the contract
 //!   ([`check`]), storage guards, the kernel on slices;
 //! - the tensor layer's op: [`Tensor::declared`](crate::Tensor::declared)
 //!   allocates the outputs from [`Declared::outputs`] (the family's shape
@@ -184,20 +184,44 @@ pub fn check<K: Declared>(
     Ok(())
 }
 
+/// A declared kernel's functions as pointers, so the storage glue of
+/// [`run_storages`] is one function for every family (generic, it was
+/// one copy per family, 1.5 KB each on a Cortex-M4).
+pub(crate) struct Fns {
+    /// [`check`] for the kernel.
+    pub(crate) check: fn(&'static str, usize, &[u32], &[Operand<'_>]) -> Result<()>,
+    /// [`Declared::scratch`].
+    pub(crate) scratch: fn(usize, &[u32], &[Operand<'_>]) -> Option<usize>,
+    /// [`Declared::run`] for a dtype set.
+    pub(crate) run: fn(usize, &[u32], &[In<'_>], &mut [Out<'_>], &mut [u8]) -> Result<()>,
+}
+
+impl Fns {
+    /// `K`'s functions, its kernel built for `DTYPES`.
+    pub(crate) const fn of<K: Declared, const DTYPES: u16>() -> Fns {
+        Fns {
+            check: check::<K>,
+            scratch: K::scratch,
+            run: K::run::<DTYPES>,
+        }
+    }
+}
+
 /// Runs a declared step on storages (the reference backend's
 /// [`Backend::declared`](super::Backend::declared)): the contract, then
 /// the kernel on the storages' bytes, with a heap scratch buffer.
 ///
 /// # Errors
 /// The contract's; storage borrow conflicts; the kernel's.
-pub fn run_storages<K: Declared, const DTYPES: u16>(call: Call<'_>) -> Result<()> {
+#[inline(never)]
+pub(crate) fn run_storages(call: Call<'_>, k: &Fns) -> Result<()> {
     let op = call.family.name();
     let mut ops: heapless::Vec<Operand<'_>, MAX_OPERANDS> = heapless::Vec::new();
     for s in call.srcs.iter().chain(call.dsts) {
         ops.push(Operand::from(*s)).map_err(|_| too_many(op))?;
     }
-    check::<K>(op, call.step, call.params, &ops)?;
-    let need = K::scratch(call.step, call.params, &ops).ok_or(Error::InvalidArgument {
+    (k.check)(op, call.step, call.params, &ops)?;
+    let need = (k.scratch)(call.step, call.params, &ops).ok_or(Error::InvalidArgument {
         op,
         reason: "the kernel's scratch size overflows usize; use smaller sizes",
     })?;
@@ -232,7 +256,7 @@ pub fn run_storages<K: Declared, const DTYPES: u16>(call: Call<'_>) -> Result<()
     // 16-byte units, so any dtype a kernel keeps there is aligned.
     let mut scratch: Vec<u128> = alloc::vec![0; need.div_ceil(16)];
     let scratch = bytemuck::cast_slice_mut::<u128, u8>(&mut scratch);
-    K::run::<DTYPES>(call.step, call.params, &ins, &mut outs, scratch)
+    (k.run)(call.step, call.params, &ins, &mut outs, scratch)
 }
 
 fn too_many(op: &'static str) -> Error {

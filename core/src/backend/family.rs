@@ -185,7 +185,9 @@ macro_rules! families {
             pub(crate) fn run_storages<const DTYPES: u16, const OPS: u128>(call: Call<'_>) -> Result<()> {
                 #[allow(unreachable_patterns)]
                 match call.family {
-                    $($(Family::$id if OPS & $bits != 0 => declared::run_storages::<$kernel, DTYPES>(call),)?)*
+                    $($(Family::$id if OPS & $bits != 0 => {
+                        declared::run_storages(call, &declared::Fns::of::<$kernel, DTYPES>())
+                    })?)*
                     f => Err(not_declared(f)),
                 }
             }
@@ -269,6 +271,12 @@ families! {
     MaxPool2d {
         name: "max_pool2d", bits: 1 << 125, plan: [24, 25], kind: Fused,
         kernel: crate::kernels::pool::MaxPool2d, grad: [1]
+    }
+    /// Integers plus a constant (`kernels::count`): how a plan carries an
+    /// integer counter (a batch norm's `num_batches_tracked`).
+    AddInt {
+        name: "add_int", bits: 1 << 124, plan: [26], kind: Fused,
+        kernel: crate::kernels::count::AddInt
     }
 }
 

@@ -123,7 +123,7 @@ impl<const DTYPES: u16, const OPS: u128, const F32_ACC: bool> CpuBackend<DTYPES,
 /// own storages (the threaded backend does).
 ///
 /// # Errors
-/// As [`run_storages`](crate::backend::declared::run_storages).
+/// The family's contract; storage borrow conflicts; the kernel's.
 pub fn run_declared(call: crate::backend::declared::Call<'_>) -> Result<()> {
     crate::backend::family::declared_rows::run_storages::<{ dtypes::ALL }, { ops::ALL }>(call)
 }

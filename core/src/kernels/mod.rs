@@ -18,6 +18,7 @@
 /// The dtypes the convolution and pooling kernels are built for.
 pub(crate) const KERNEL_DTYPES: u16 = crate::cpu::dtypes::F32;
 
+pub mod count;
 pub mod im2col;
 pub mod pool;
 pub mod scatter;

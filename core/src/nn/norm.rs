@@ -118,7 +118,7 @@ impl BatchNorm {
             self.eps,
         )?;
         if let (true, Some(n)) = (training, tracked) {
-            no_grad(|| n.add_scalar_(1.0))?;
+            count_up(n)?;
         }
         Ok(y)
     }
@@ -136,6 +136,23 @@ impl BatchNorm {
             v.buffer("num_batches_tracked", n);
         }
     }
+}
+
+/// `n += 1` for an integer counter: through the device's `add_int`
+/// family where it has it (a plan replays it: NOTE [Declared families]),
+/// else the integer add.
+fn count_up(n: &Tensor) -> Result<()> {
+    use crate::backend::{Family, Provenance};
+    no_grad(|| {
+        let prov = n.device().backend().provenance(Family::AddInt);
+        if matches!(prov, Provenance::Own | Provenance::Inherited(_)) {
+            let words = crate::kernels::count::words(1);
+            n.copy_(&Tensor::declared(Family::AddInt, 0, &words, &[n])?)
+                .map(|_| ())
+        } else {
+            n.add_scalar_(1.0).map(|_| ())
+        }
+    })
 }
 
 macro_rules! batch_norm_layer {

@@ -124,7 +124,7 @@ impl Plan {
             let t = bd.tensor;
             if format::binding_word(bd.role, t.dtype()).is_none() {
                 return Err(refuse(
-                    "a bound tensor is neither f32 nor an i64/i32 input; bind f32 tensors, and index tensors (token ids, targets) as inputs",
+                    "a bound tensor is neither f32, an i64/i32 input nor i64 state; bind f32 tensors, index tensors (token ids, targets) as inputs, and integer counters as state",
                 ));
             }
             let storage = t.storage();

@@ -8,7 +8,8 @@
 //!             place BOUND: where = binding index
 //!             place CONST: where = word index of the data in this plan
 //! bindings  n_bindings x [role | dtype << 8, buffer, name_len, name bytes padded to words]
-//!             dtype: 0 (f32), or 3 (i64) or 4 (i32) for an index input
+//!             dtype: 0 (f32), or 3 (i64) or 4 (i32) for an index input,
+//!             or 3 for i64 state (a counter)
 //! steps     n_steps x [n_words, kernel, n_params, params.., n_operands, operands..]
 //!             operand = [buffer, dtype, rank, offset, shape[rank], strides[rank]]
 //!           or, with kernel | FLAT (f32 copy, unary, binary, matmul):
@@ -139,10 +140,13 @@ pub(crate) fn role_code(r: Role) -> u32 {
 }
 
 /// A binding's first word: its role, and in bits 8.. its dtype's code
-/// (0, f32, for every binding but an index input: NOTE [Plan words]).
+/// (0, f32, for every binding but an index input and an i64 counter in
+/// the state: NOTE [Plan words]).
 pub(crate) fn binding_word(r: Role, dtype: DType) -> Option<u32> {
     let d = dtype_code(dtype)?;
-    let ok = dtype == DType::F32 || (r == Role::Input && matches!(dtype, DType::I64 | DType::I32));
+    let ok = dtype == DType::F32
+        || (r == Role::Input && matches!(dtype, DType::I64 | DType::I32))
+        || (r == Role::State && dtype == DType::I64);
     ok.then_some(role_code(r) | (d << 8))
 }
 
@@ -153,10 +157,11 @@ fn role_of(c: u32) -> Option<Role> {
         2 => Role::State,
         _ => return None,
     };
-    // f32, or an i64/i32 input.
+    // f32, an i64/i32 input, or i64 state (a counter).
     match c >> 8 {
         0 => Some(role),
         3 | 4 if role == Role::Input => Some(role),
+        3 if role == Role::State => Some(role),
         _ => None,
     }
 }

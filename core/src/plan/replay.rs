@@ -62,6 +62,9 @@ pub enum Bind<'a> {
     Indices(&'a str, &'a [i64]),
     /// Read only: an `I32` index input.
     Indices32(&'a str, &'a [i32]),
+    /// Read and written: `I64` state (a counter such as a batch norm's
+    /// `num_batches_tracked`).
+    StateI64(&'a str, &'a mut [i64]),
 }
 
 impl<'a> Bind<'a> {
@@ -92,10 +95,17 @@ impl<'a> Bind<'a> {
         Bind::Indices32(name, data)
     }
 
+    /// `I64` state read and updated in place (a tensor bound with
+    /// [`Binding::state`](super::Binding::state): a counter).
+    pub fn state_i64(name: &'a str, data: &'a mut [i64]) -> Self {
+        Bind::StateI64(name, data)
+    }
+
     /// The binding's name.
     pub fn name(&self) -> &'a str {
         match self {
             Bind::In(n, _) | Bind::Out(n, _) | Bind::Indices(n, _) | Bind::Indices32(n, _) => n,
+            Bind::StateI64(n, _) => n,
         }
     }
 }
@@ -288,15 +298,19 @@ impl<'p, const OPS: u128, const F32_ACC: bool, const STRIDED: bool>
                     ));
                 }
                 Bind::Out(_, d) if dt == F32 => (d.len().checked_mul(4), d.as_mut_ptr().cast()),
-                Bind::Indices(_, d) if dt == I64 => {
+                // Read-only slices for inputs only (a state is written).
+                Bind::Indices(_, d) if dt == I64 && role == Role::Input => {
                     (d.len().checked_mul(8), d.as_ptr().cast_mut().cast())
                 }
-                Bind::Indices32(_, d) if dt == I32 => {
+                Bind::Indices32(_, d) if dt == I32 && role == Role::Input => {
                     (d.len().checked_mul(4), d.as_ptr().cast_mut().cast())
+                }
+                Bind::StateI64(_, d) if dt == I64 && role == Role::State => {
+                    (d.len().checked_mul(8), d.as_mut_ptr().cast())
                 }
                 _ => {
                     return Err(refuse(
-                        "a Bind's type is not its binding's; use Bind::indices for index inputs",
+                        "a Bind's type is not its binding's; use Bind::indices for index inputs and Bind::state_i64 for i64 state",
                     ));
                 }
             };
