@@ -193,8 +193,11 @@ pub(crate) struct Fns {
     /// [`Declared::scratch`].
     pub(crate) scratch: fn(usize, &[u32], &[Operand<'_>]) -> Option<usize>,
     /// [`Declared::run`] for a dtype set.
-    pub(crate) run: fn(usize, &[u32], &[In<'_>], &mut [Out<'_>], &mut [u8]) -> Result<()>,
+    pub(crate) run: RunFn,
 }
+
+/// [`Declared::run`] as a pointer: `(step, params, ins, outs, scratch)`.
+pub(crate) type RunFn = fn(usize, &[u32], &[In<'_>], &mut [Out<'_>], &mut [u8]) -> Result<()>;
 
 impl Fns {
     /// `K`'s functions, its kernel built for `DTYPES`.
