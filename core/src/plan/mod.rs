@@ -58,14 +58,15 @@
 //! forward and backward), the fused layer norm with its backward, and
 //! argsort (so `sort` and `topk`, an argsort and a gather), and the
 //! declared families (NOTE [Declared families]: `im2col` and its adjoint
-//! under convolutions and pooling, `scatter_wins` under `scatter`). Every
+//! under convolutions and average pooling, the max pool and its
+//! gradient, `scatter_wins` under `scatter`, and `add_int` under a batch
+//! norm's counter, bound as `i64` state with [`Bind::state_i64`]). Every
 //! step runs the reference backend's own kernels (NOTE [Slice-level
 //! kernels] in [`crate::cpu::index`]). [`Plan::build`] refuses, naming the
 //! op, what a replay could not recompute: ops whose output shape the host
 //! computes from tensor values (`nonzero`, `one_hot` without a class
-//! count) or that read a value on the host (a batch norm with
-//! `momentum: None`), and kernels on dtypes a plan does not carry (f64,
-//! f16, bf16, i8, i16, integer arithmetic). Host
+//! count), and kernels on dtypes a plan does not carry (f64, f16, bf16,
+//! i8, i16, integer arithmetic other than `add_int`). Host
 //! control flow inside the recorded function is frozen as it went when
 //! recorded.
 
