@@ -141,7 +141,21 @@ pub fn check<K: Declared>(
     params: &[u32],
     ops: &[Operand<'_>],
 ) -> Result<()> {
-    let (ni, no) = K::arity(step, params).ok_or(Error::InvalidArgument {
+    check_with(op, step, params, ops, K::arity(step, params), K::outputs)
+}
+
+/// [`check`] with the kernel's arity and shape function passed in: one
+/// copy of the checks for every family.
+#[inline(never)]
+fn check_with(
+    op: &'static str,
+    step: usize,
+    params: &[u32],
+    ops: &[Operand<'_>],
+    arity: Option<(usize, usize)>,
+    outputs: fn(usize, &[u32], &[Operand<'_>]) -> Result<Shapes>,
+) -> Result<()> {
+    let (ni, no) = arity.ok_or(Error::InvalidArgument {
         op,
         reason: "the step or its parameter count is not one of this kernel family's; call it through its tensor op",
     })?;
@@ -152,7 +166,7 @@ pub fn check<K: Declared>(
         });
     }
     let (ins, outs) = ops.split_at(ni);
-    let want = K::outputs(step, params, ins)?;
+    let want = outputs(step, params, ins)?;
     for (o, (shape, dtype)) in outs.iter().zip(want.iter()) {
         if o.layout.shape() != shape.as_slice() {
             return Err(Error::ShapeMismatch {
