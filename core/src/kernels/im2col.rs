@@ -313,7 +313,10 @@ pub(crate) fn col2im_slices<T: Scalar>(
     (s, sl): (&[T], &Layout),
     (d, dl): (&mut [T], &Layout),
 ) {
-    walk([dl], |[o]| d[o] = T::ZERO);
+    match dl.contiguous_span() {
+        Some(span) => d[span].fill(T::ZERO),
+        None => walk([dl], |[o]| d[o] = T::ZERO),
+    }
     let cj = sl.strides()[5];
     let xj = g.dilation[1] * dl.strides()[3];
     Walk { x: dl, c: sl }.each_row(g, out, |r| {

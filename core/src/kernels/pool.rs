@@ -146,11 +146,24 @@ fn windows<T: Scalar>(
                     let mut at = (rows.start, cols.start);
                     let mut best = lo;
                     for r in rows.clone() {
-                        for col in cols.clone() {
-                            let v = x[plane + r * s[2] + col * s[3]];
-                            if v > best || v.is_nan() {
-                                best = v;
-                                at = (r, col);
+                        let row = plane + r * s[2];
+                        if s[3] == 1 {
+                            // A unit-stride row: one slice, one bounds check.
+                            // Selects, not branches: on data a branch
+                            // mispredicts every other element.
+                            let taps = &x[row + cols.start..row + cols.end];
+                            for (k, &v) in taps.iter().enumerate() {
+                                let take = (v > best) | v.is_nan();
+                                best = if take { v } else { best };
+                                at = if take { (r, cols.start + k) } else { at };
+                            }
+                        } else {
+                            for col in cols.clone() {
+                                let v = x[row + col * s[3]];
+                                if v > best || v.is_nan() {
+                                    best = v;
+                                    at = (r, col);
+                                }
                             }
                         }
                     }
@@ -183,7 +196,10 @@ pub(crate) fn pool_grad_slices<T: Scalar>(
     (gr, gl): (&[T], &Layout),
     (d, dl): (&mut [T], &Layout),
 ) {
-    walk([dl], |[o]| d[o] = T::ZERO);
+    match dl.contiguous_span() {
+        Some(span) => d[span].fill(T::ZERO),
+        None => walk([dl], |[o]| d[o] = T::ZERO),
+    }
     let (gs, ds) = (gl.strides(), dl.strides());
     let [h, w] = g.image;
     windows(g, out, (x, xl), |[b, ch, p, q], (r, col), _| {
