@@ -154,9 +154,8 @@ fn windows<T: Scalar>(
                             let taps = &x[row + cols.start..row + cols.end];
                             for (k, &v) in taps.iter().enumerate() {
                                 let take = (v > best) | v.is_nan();
-                                best = core::hint::select_unpredictable(take, v, best);
-                                let here = (r, cols.start + k);
-                                at = core::hint::select_unpredictable(take, here, at);
+                                best = if take { v } else { best };
+                                at = if take { (r, cols.start + k) } else { at };
                             }
                         } else {
                             for col in cols.clone() {
