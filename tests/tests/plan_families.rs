@@ -389,10 +389,19 @@ fn corrupt_plans_with_every_family_are_refused_or_replay_without_panicking() -> 
     let cols = Tensor::from_slice(&[1i32, 0, 1], &[3, 1], &dev)?;
     let ((y, dt), rec) = tracer.record(|| {
         let n = layer_norm(&embedding(&ids, &table, None)?, &[2], Some(&w), None, 1e-5)?;
+        // The declared families too: a convolution, a max pool (and their
+        // gradients), a scatter with its arena scratch.
+        let img = n.reshape(&[1, 1, 3, 2])?;
+        let k = Tensor::from_slice(&[1.0f32, -0.5, 0.25, 2.0], &[1, 1, 2, 2], &img.device())?;
+        let c = conv2d(&img, &k, None, [1, 1], [1, 1], [1, 1], 1)?;
+        let c = max_pool2d(&c, [2, 2], [1, 1], [0, 0])?.sum_all()?;
+        let sc = n.scatter(1, &cols.to_dtype(DType::I64)?, &n)?.sum_all()?;
         let y = n
             .gather(1, &cols)?
             .add(&n.argmax(1, true)?.to_dtype(DType::F32)?)?
-            .add(&n.argsort(1, true)?.narrow(1, 0, 1)?.to_dtype(DType::F32)?)?;
+            .add(&n.argsort(1, true)?.narrow(1, 0, 1)?.to_dtype(DType::F32)?)?
+            .add(&c)?
+            .add(&sc)?;
         y.sum_all()?.backward()?;
         Ok((y, grad(&table)?))
     })?;

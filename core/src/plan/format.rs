@@ -907,6 +907,15 @@ impl<'a> PlanRef<'a> {
             }
             k => declared_scratch(k, s.params, ops),
         };
+        // A declared step without scratch names none (its replay would
+        // otherwise take a buffer it named as its scratch: NOTE [Declared
+        // families]).
+        let unneeded = family::is_declared_code(s.kernel)
+            && scratch_need.is_none()
+            && s.params.last() != Some(&u32::MAX);
+        if unneeded {
+            return Err(corrupt("a step names a scratch buffer it does not need"));
+        }
         if let Some((at, need)) = scratch_need {
             let scratch = self.buffer(s.params[at] as usize)?;
             if scratch.place != place::ARENA || need.is_none_or(|x| x > scratch.nbytes) {
