@@ -895,3 +895,95 @@ fn a_batch_norm_training_step_replays_with_its_counter_as_i64_state() -> Result<
     }
     Ok(())
 }
+
+/// The reference device without the convolution and pooling families:
+/// `conv2d` and the pools take their composed path (views, checked against
+/// numpy and PyTorch in `nn.rs`, `nn_functional.rs` and the parity suite).
+fn composing_device() -> kael_core::Device {
+    use kael_core::cpu::{CpuBackend, dtypes, ops};
+    const WITHOUT: u128 = ops::ALL & !Family::Im2col.bits() & !Family::MaxPool2d.bits();
+    let be = CpuBackend::<{ dtypes::ALL }, WITHOUT>::with_allocator(
+        kael_core::shared::Shared::new(kael_core::allocator::GlobalAllocator::new()),
+    );
+    kael_core::Device::from_backend(kael_core::shared::Shared::new(be))
+}
+
+fn close(a: &[f32], b: &[f32], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let ok = (x - y).abs() <= 1e-4 * (1.0 + y.abs()) || (x.is_nan() && y.is_nan());
+        assert!(ok, "{what}[{i}]: {x} vs {y}");
+    }
+}
+
+#[test]
+fn convolutions_and_pools_by_kernel_match_their_composed_path_on_random_geometries() -> Result<()> {
+    let threaded = kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .parallel_threshold(1)
+        .build()?;
+    let reference = composing_device();
+    let mut r = Rng::new(99);
+    let mut pick = |n: u64| (r.next_u64() % n) as usize;
+    let mut compared = 0;
+    for case in 0..40 {
+        let (n, c, groups) = (1 + pick(3), 1 + pick(2), 1 + pick(2));
+        let c = c * groups;
+        let (h, w) = (3 + pick(5), 3 + pick(5));
+        let k = [1 + pick(3), 1 + pick(3)];
+        let s = [1 + pick(2), 1 + pick(3)];
+        let d = [1 + pick(2), 1 + pick(2)];
+        let p = [pick(3), pick(3)];
+        let o = groups * (1 + pick(2));
+        let mut rng = Rng::new(case);
+        let xv = Tensor::randn(&[n, c, h, w], DType::F32, &reference, &mut rng)?.to_vec::<f32>()?;
+        let wv = Tensor::randn(
+            &[o, c / groups, k[0], k[1]],
+            DType::F32,
+            &reference,
+            &mut rng,
+        )?
+        .to_vec::<f32>()?;
+        let run = |dev: &kael_core::Device| -> Result<Option<[Vec<f32>; 4]>> {
+            let x = Tensor::from_slice(&xv, &[n, c, h, w], dev)?.requires_grad_(true)?;
+            let wt =
+                Tensor::from_slice(&wv, &[o, c / groups, k[0], k[1]], dev)?.requires_grad_(true)?;
+            let y = match conv2d(&x, &wt, None, s, p, d, groups) {
+                Ok(y) => y,
+                Err(_) => return Ok(None), // a geometry both refuse
+            };
+            let pk = [1 + k[0] / 2 + 1, 1 + k[1] / 2];
+            let pp = [pk[0] / 2, pk[1] / 2];
+            let m = max_pool2d(&y.tanh()?, pk, s, pp);
+            let a = avg_pool2d(&y, pk, [1, 1], pp, case % 2 == 0);
+            let (Ok(m), Ok(a)) = (m, a) else {
+                return Ok(None);
+            };
+            let loss = m.sqr()?.sum_all()?.add(&a.sum_all()?)?;
+            loss.backward()?;
+            Ok(Some([
+                m.to_vec::<f32>()?,
+                a.to_vec::<f32>()?,
+                grad(&x)?.to_vec::<f32>()?,
+                grad(&wt)?.to_vec::<f32>()?,
+            ]))
+        };
+        let want = run(&reference)?;
+        for dev in [kael_core::Device::cpu(), threaded.clone()] {
+            let got = run(&dev)?;
+            match (&got, &want) {
+                (Some(g), Some(e)) => {
+                    for (i, what) in ["max pool", "avg pool", "dx", "dw"].iter().enumerate() {
+                        close(&g[i], &e[i], &format!("case {case}: {what}"));
+                    }
+                    compared += 1;
+                }
+                (None, None) => {}
+                _ => panic!("case {case}: one path refused the geometry, the other did not"),
+            }
+        }
+    }
+    // (Both devices per geometry; most geometries fit.)
+    assert!(compared >= 40, "only {compared} comparisons");
+    Ok(())
+}
