@@ -4,9 +4,11 @@
 //! family's row of the table (NOTE [Family table]).
 //!
 //! They see bytes, layouts, dtypes and parameter words, never a tensor
-//! or a storage, and import nothing from the reference backend (`cpu`):
-//! the reference backend, the threaded backend and the planned replayer
-//! all call them, so eager and replayed results are one computation.
+//! or a storage (they use the reference backend's index helpers and dtype
+//! selection, and live outside the foundation that names them in its
+//! table: `scripts/check-layers.sh`). The reference backend, the threaded
+//! backend and the planned replayer all call them, so eager and replayed
+//! results are one computation.
 
 // NOTE [Declared kernels' dtypes]
 // The convolution and pooling kernels are built for f32 only: a kernel
