@@ -28,9 +28,6 @@ pub(super) fn windows(
     dilation: [usize; 2],
     fill: f32,
 ) -> Result<Option<Tensor>> {
-    if !runs(x, Family::Im2col) {
-        return Ok(None);
-    }
     let s = x.shape();
     let g = Geometry {
         kernel,
@@ -40,9 +37,7 @@ pub(super) fn windows(
         image: [s[2], s[3]],
         fill,
     };
-    Tensor::declared(Family::Im2col, 0, &g.words(op)?, &[x])
-        .map(Some)
-        .map_err(|e| e.renamed(op))
+    step0(op, Family::Im2col, x, &g)
 }
 
 /// `max_pool2d` of batched `x [N, C, H, W]` through the device's
@@ -55,9 +50,6 @@ pub(super) fn max_pool(
     stride: [usize; 2],
     padding: [usize; 2],
 ) -> Result<Option<Tensor>> {
-    if !runs(x, Family::MaxPool2d) {
-        return Ok(None);
-    }
     let s = x.shape();
     let g = Geometry {
         kernel,
@@ -67,7 +59,16 @@ pub(super) fn max_pool(
         image: [s[2], s[3]],
         fill: 0.0,
     };
-    Tensor::declared(Family::MaxPool2d, 0, &g.words(op)?, &[x])
+    step0(op, Family::MaxPool2d, x, &g)
+}
+
+/// `family`'s first step on `x` with geometry `g`, errors named as `op`;
+/// `None` where `x`'s device or dtype lacks the family.
+fn step0(op: &'static str, family: Family, x: &Tensor, g: &Geometry) -> Result<Option<Tensor>> {
+    if !runs(x, family) {
+        return Ok(None);
+    }
+    Tensor::declared(family, 0, &g.words(op)?, &[x])
         .map(Some)
         .map_err(|e| e.renamed(op))
 }
