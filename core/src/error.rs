@@ -554,6 +554,12 @@ impl fmt::Display for Error {
                 "{op}: not implemented on the {device:?} backend; move the tensor to a device that implements it (e.g. Device::cpu())"
             ),
             Error::OutOfMemory {
+                requested: usize::MAX,
+                available: _,
+            } => f.write_str(
+                "out of memory: the requested size overflows usize (more than the address space); use smaller shapes",
+            ),
+            Error::OutOfMemory {
                 requested,
                 available,
             } => match available {

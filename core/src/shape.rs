@@ -300,6 +300,9 @@ pub(crate) fn broadcast_into(
         };
         out.push(d)?;
     }
+    // NOTE [Checked output sizes]: operands that fit can broadcast to a
+    // result that does not (two expanded views); refuse it under `op`.
+    checked_numel(op, out.as_slice())?;
     Ok(())
 }
 
@@ -314,6 +317,27 @@ pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
             reason: "the number of elements overflows usize; use a smaller shape",
         })
     })
+}
+
+/// The byte size of a contiguous `shape` of `elem_size`-byte elements,
+/// with checked arithmetic: the one computation every output constructor
+/// (`Tensor::alloc`, `Tensor::written`) makes before it allocates
+/// (NOTE [Checked output sizes]). An op that builds a shape from user
+/// input checks it under its own name first ([`checked_numel`],
+/// [`broadcast_shapes`]); this is the backstop, and reports a size past
+/// the address space as out of memory, which names no operation.
+///
+/// # Errors
+/// [`Error::OutOfMemory`] with `requested == usize::MAX` when the element
+/// count or the byte size overflows `usize`.
+pub(crate) fn output_bytes(shape: &[usize], elem_size: usize) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(elem_size, |acc, &d| acc.checked_mul(d))
+        .ok_or(Error::OutOfMemory {
+            requested: usize::MAX,
+            available: None,
+        })
 }
 
 #[cfg(test)]

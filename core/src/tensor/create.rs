@@ -8,7 +8,7 @@ use crate::dtype::{DType, Element, Scalar};
 use crate::error::{ErrShape, Error, Result};
 use crate::layout::Layout;
 use crate::rng::Rng;
-use crate::shape::{Dims, MAX_RANK, checked_numel};
+use crate::shape::{Dims, MAX_RANK, checked_numel, output_bytes};
 use crate::shared::Shared;
 use crate::storage::Storage;
 use alloc::vec::Vec;
@@ -119,13 +119,7 @@ impl Tensor {
         device: &Device,
         storage: fn(usize, &Device) -> Result<Storage>,
     ) -> Result<Tensor> {
-        let numel = checked_numel("alloc", shape)?;
-        let nbytes = numel
-            .checked_mul(dtype.size_in_bytes())
-            .ok_or(Error::OutOfMemory {
-                requested: usize::MAX,
-                available: None,
-            })?;
+        let nbytes = output_bytes(shape, dtype.size_in_bytes())?;
         let storage = Shared::new(storage(nbytes, device)?);
         Tensor::from_storage(storage, Layout::contiguous(shape)?, dtype)
     }

@@ -184,6 +184,13 @@ impl Tensor {
                 });
             }
         }
+        // NOTE [Checked output sizes]
+        crate::shape::checked_numel(OP, first.shape())?
+            .checked_mul(tensors.len())
+            .ok_or(Error::InvalidArgument {
+                op: OP,
+                reason: "the number of elements overflows usize; stack fewer or smaller tensors",
+            })?;
         let mut parts = Vec::new();
         parts
             .try_reserve_exact(tensors.len())

@@ -12,7 +12,7 @@ use crate::backend::Src;
 use crate::dtype::DType;
 use crate::error::{ErrShape, Error, Result};
 use crate::layout::Layout;
-use crate::shape::{Dims, MAX_RANK, broadcast_shapes};
+use crate::shape::{Dims, MAX_RANK, broadcast_shapes, checked_numel};
 
 /// The operand layouts and output shape of one `matmul`.
 struct Plan {
@@ -71,13 +71,15 @@ fn plan(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Plan> {
             got: ErrShape::of(b.shape()),
         });
     }
-    let batch = broadcast_shapes(op, &sa[..sa.rank() - 2], &sb[..sb.rank() - 2]).map_err(|_| {
-        Error::BroadcastMismatch {
-            op,
-            lhs: ErrShape::of(a.shape()),
-            rhs: ErrShape::of(b.shape()),
-        }
-    })?;
+    let batch =
+        broadcast_shapes(op, &sa[..sa.rank() - 2], &sb[..sb.rank() - 2]).map_err(|e| match e {
+            Error::BroadcastMismatch { .. } => Error::BroadcastMismatch {
+                op,
+                lhs: ErrShape::of(a.shape()),
+                rhs: ErrShape::of(b.shape()),
+            },
+            other => other,
+        })?;
     let mut want_a = batch.clone();
     want_a.push(m)?;
     want_a.push(k)?;
@@ -87,6 +89,9 @@ fn plan(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Plan> {
     let mut kernel_out = batch.clone();
     kernel_out.push(m)?;
     kernel_out.push(n)?;
+    // NOTE [Checked output sizes]: expanded operands that fit can make a
+    // product that does not.
+    checked_numel(op, kernel_out.as_slice())?;
     let mut out = batch;
     if ra > 1 {
         out.push(m)?;
@@ -112,6 +117,7 @@ fn matrix_product(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
         return Ok(None);
     };
     if k != k2
+        || m.checked_mul(*n).is_none()
         || a.dtype() != b.dtype()
         || a.dtype() == DType::Bool
         || autograd::needs_record(&[a, b])

@@ -488,22 +488,15 @@ impl Tensor {
     /// element of which `kernel` writes (its bytes are arbitrary before:
     /// see [`Tensor::alloc_for_overwrite`]). The kernel writes through the
     /// output's [`Dst`] before the handle exists, so no lock is taken and no
-    /// layout is rebuilt for it (NOTE [Small-op path]). `shape` is an
-    /// existing tensor's (its element count fits).
+    /// layout is rebuilt for it (NOTE [Small-op path]). Its byte size is
+    /// checked (NOTE [Checked output sizes]).
     pub(crate) fn written(
         shape: &Dims,
         dtype: DType,
         device: &Device,
         kernel: impl FnOnce(Src<'_>) -> Result<()>,
     ) -> Result<Tensor> {
-        let nbytes =
-            shape
-                .numel()
-                .checked_mul(dtype.size_in_bytes())
-                .ok_or(Error::OutOfMemory {
-                    requested: usize::MAX,
-                    available: None,
-                })?;
+        let nbytes = crate::shape::output_bytes(shape.as_slice(), dtype.size_in_bytes())?;
         let storage = Storage::shared_for_overwrite(nbytes, device)?;
         let mut layout = Layout::of_shape(shape);
         layout.place_contiguous();

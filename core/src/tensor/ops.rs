@@ -117,8 +117,8 @@ impl Tensor {
     }
 
     pub(crate) fn compare_op(&self, op: CmpOp, other: &Tensor) -> Result<Tensor> {
-        self.same_dtype("compare", other)?;
-        let (a, b) = self.broadcast_pair("compare", other)?;
+        self.same_dtype(op.name(), other)?;
+        let (a, b) = self.broadcast_pair(op.name(), other)?;
         a.with_src_on(|sa, dev| {
             b.with_src(|sb| {
                 Tensor::written(a.dims(), DType::Bool, dev, |d| {

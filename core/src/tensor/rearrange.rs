@@ -5,7 +5,7 @@
 use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::shape::{MAX_RANK, resolve_dim};
+use crate::shape::{MAX_RANK, checked_numel, resolve_dim};
 use alloc::vec::Vec;
 
 impl Tensor {
@@ -134,6 +134,14 @@ impl Tensor {
                 op: OP,
                 reason: "the repeated size overflows usize; repeat fewer times",
             })?);
+        }
+        // NOTE [Checked output sizes]: each dim fits, their product may not
+        checked_numel(OP, &out)?;
+        if expand.iter().any(|&e| e < 0) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                reason: "a repeat count is larger than isize::MAX; repeat fewer times",
+            });
         }
         self.reshape(&split)?
             .expand(&expand[..])?

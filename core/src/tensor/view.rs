@@ -195,8 +195,18 @@ impl Tensor {
     /// ```
     #[must_use = "views are new tensors; the input is unchanged"]
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
-        let spec: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+        const OP: &str = "broadcast_to";
+        // a size past isize::MAX would read as expand's -1 ("keep this dim")
+        let spec = shape
+            .iter()
+            .map(|&d| isize::try_from(d))
+            .collect::<core::result::Result<Vec<isize>, _>>()
+            .map_err(|_| Error::InvalidArgument {
+                op: OP,
+                reason: "a size is larger than isize::MAX; use a smaller shape",
+            })?;
         self.view_op(|l| l.expand(&spec), ViewKind::Expand)
+            .map_err(|e| e.renamed(OP))
     }
 
     /// Inserts a size-1 dim at `dim` (`-rank-1..=rank`).
