@@ -85,6 +85,36 @@ impl DType {
         )
     }
 
+    /// Whether `value` converts to this dtype without changing: any value
+    /// for a float dtype (rounding to its precision, as PyTorch does), an
+    /// integer in range for an integer dtype, anything but NaN for bool
+    /// (non-zero is true).
+    ///
+    /// ```
+    /// use kael_core::DType;
+    /// assert!(DType::I64.holds(3.0) && DType::F32.holds(2.5));
+    /// assert!(!DType::I64.holds(2.5) && !DType::U8.holds(256.0) && !DType::I32.holds(f64::NAN));
+    /// ```
+    pub fn holds(self, value: f64) -> bool {
+        let (lo, hi) = match self {
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => return true,
+            DType::Bool => return !value.is_nan(),
+            // 2^63 is the first f64 past i64::MAX
+            DType::I64 => (-9_223_372_036_854_775_808.0, 9_223_372_036_854_775_807.0),
+            DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+            DType::I16 => (f64::from(i16::MIN), f64::from(i16::MAX)),
+            DType::I8 => (f64::from(i8::MIN), f64::from(i8::MAX)),
+            DType::U8 => (0.0, 255.0),
+        };
+        // (i64::MAX as f64 rounds up to 2^63, itself out of range: `<`)
+        let below_top = if self == DType::I64 {
+            value < hi
+        } else {
+            value <= hi
+        };
+        value == libm::trunc(value) && value >= lo && below_top
+    }
+
     /// Lower-case name, as PyTorch prints it.
     pub const fn name(self) -> &'static str {
         match self {

@@ -166,3 +166,47 @@ fn kael_inspect_escapes_control_characters_in_names_and_metadata() {
     assert!(text.contains(r"red\u{1b}[31m\u{202e}name"), "{text}");
     assert!(text.contains(r"bell\u{7} and\u{a}newline"), "{text}");
 }
+
+/// The raw bytes a terminal would act on (or that reorder what it shows).
+const RAW: [char; 3] = ['\u{1b}', '\u{7}', '\u{202e}'];
+
+#[test]
+fn kael_inspect_escapes_a_hostile_file_on_its_error_path() {
+    // a name and a dtype (JSON escapes of ESC, BEL and RLO) that the
+    // unsupported-dtype error quotes back
+    let dir = TempDir::new("inspect-error");
+    let path = dir.path("evil.safetensors");
+    let header = br#"{"a\u001b[31m\u202e": {"dtype": "X\u001b]0;t\u0007", "shape": [1], "data_offsets": [0, 4]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.extend_from_slice(&[0; 4]);
+    std::fs::write(&path, bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kael"))
+        .args(["inspect", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.starts_with("error: ") && err.contains("dtype"), "{err}");
+    for bad in RAW {
+        assert!(!err.contains(bad), "{bad:?} printed raw on stderr:\n{err}");
+    }
+}
+
+#[test]
+fn kael_inspect_escapes_the_tensor_argument_it_cannot_find() {
+    let dir = TempDir::new("inspect-arg");
+    let path = dir.path("w.safetensors");
+    save_with_metadata(&path, &[("w", &small())], &BTreeMap::new()).unwrap();
+    let name = "x\u{1b}]0;pwned\u{7}\u{202e}";
+    let out = Command::new(env!("CARGO_BIN_EXE_kael"))
+        .args(["inspect", path.to_str().unwrap(), "--tensor", name])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("has no tensor named"), "{err}");
+    for bad in RAW {
+        assert!(!err.contains(bad), "{bad:?} printed raw on stderr:\n{err}");
+    }
+}

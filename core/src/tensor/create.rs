@@ -170,7 +170,9 @@ impl Tensor {
     /// A tensor filled with `value` (converted to `dtype`).
     ///
     /// # Errors
-    /// As [`Tensor::zeros`].
+    /// As [`Tensor::zeros`]; [`Error::InvalidArgument`] for a value `dtype`
+    /// does not hold exactly ([`DType::holds`]: 2.5 or NaN for an integer
+    /// dtype), which is never truncated.
     ///
     /// ```
     /// use kael_core::{DType, Device, Tensor};
@@ -178,6 +180,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
+        super::ops::check_scalar("full", dtype, value)?;
         let t = Tensor::alloc(shape, dtype, device)?;
         // -0.0 == 0.0, but its bytes are not zero: it is filled too
         if value != 0.0 || value.is_sign_negative() {

@@ -121,6 +121,7 @@ impl Tensor {
         if !op.works_on_ints() {
             self.dtype().require_float(name)?;
         }
+        super::ops::check_unary_scalars(op, name, self.dtype())?;
         self.check_writable(name)?;
         self.check_inplace_autograd(name)?;
         let record = autograd::needs_record(&[self]);
@@ -242,6 +243,7 @@ impl Tensor {
         if distinct {
             return Err(Error::InternalOverlap { op: "fill_" });
         }
+        super::ops::check_scalar("fill_", self.dtype(), value)?;
         self.check_read_only("fill_")?;
         self.check_inplace_autograd("fill_")?;
         let record = autograd::needs_record(&[self]);

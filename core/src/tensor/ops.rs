@@ -23,6 +23,7 @@ impl Tensor {
         if !op.works_on_ints() {
             self.dtype().require_float(op.name())?;
         }
+        check_unary_scalars(op, op.name(), self.dtype())?;
         // The kernel writes every element: no zeroing (NOTE in `alloc_for_overwrite`).
         let out = self.with_src_on(|s, dev| {
             Tensor::written(self.dims(), self.dtype(), dev, |d| {
@@ -129,9 +130,48 @@ impl Tensor {
     }
 
     /// A rank-0 tensor of `value` with this tensor's dtype and device.
+    /// A value the dtype does not hold exactly (2.5, NaN or 1e30 for an
+    /// integer tensor) is refused, never truncated ([`check_scalar`]);
+    /// callers name the public operation by renaming the error.
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
+        self.scalar_arg("scalar operand", value)
+    }
+
+    /// [`Tensor::scalar_like`] for a scalar the user passed to `op`, which
+    /// the error names.
+    pub(crate) fn scalar_arg(&self, op: &'static str, value: f64) -> Result<Tensor> {
+        check_scalar(op, self.dtype(), value)?;
         Tensor::full(&[], value, self.dtype(), &self.device())
     }
+}
+
+/// Refuses a scalar that `dtype` does not hold exactly: an integer tensor
+/// with a non-integral, non-finite or out-of-range scalar would otherwise
+/// be truncated or saturated silently. PyTorch promotes such a pair to
+/// float; until kael does (the type-promotion issue), it is an error.
+pub(crate) fn check_scalar(op: &'static str, dtype: DType, value: f64) -> Result<()> {
+    if dtype.holds(value) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        reason: "the scalar is not a value of the tensor's dtype (an integer tensor takes only integral, finite, in-range scalars; it is never truncated); cast the tensor to a float dtype first (to_dtype), or pass an integral value",
+    })
+}
+
+/// Refuses a unary op's scalar parameter (clamp's and hardtanh's bounds)
+/// that an integer tensor's dtype does not hold: `clamp(0.5)` on an
+/// integer tensor is not `clamp(0)` ([`check_scalar`]).
+pub(crate) fn check_unary_scalars(op: UnaryOp, name: &'static str, dtype: DType) -> Result<()> {
+    let (lo, hi) = match op {
+        UnaryOp::Clamp(lo, hi) => (lo, hi),
+        UnaryOp::Hardtanh(lo, hi) => (Some(lo), Some(hi)),
+        _ => return Ok(()),
+    };
+    for b in [lo, hi].into_iter().flatten() {
+        check_scalar(name, dtype, b)?;
+    }
+    Ok(())
 }
 
 /// Whether the op table accepts `dtype` for `op` (NOTE [Op table]).
@@ -169,7 +209,9 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn add_scalar(&self, value: f64) -> Result<Tensor> {
-        self.add(&self.scalar_like(value)?)
+        self.scalar_arg("add_scalar", value)
+            .and_then(|s| self.add(&s))
+            .map_err(|e| e.renamed("add_scalar"))
     }
 
     /// `self * value`.
@@ -184,7 +226,9 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn mul_scalar(&self, value: f64) -> Result<Tensor> {
-        self.mul(&self.scalar_like(value)?)
+        self.scalar_arg("mul_scalar", value)
+            .and_then(|s| self.mul(&s))
+            .map_err(|e| e.renamed("mul_scalar"))
     }
 }
 
@@ -258,7 +302,7 @@ macro_rules! binop_overload {
         impl core::ops::$tr<f64> for &Tensor {
             type Output = Result<Tensor>;
             fn $m(self, rhs: f64) -> Result<Tensor> {
-                Tensor::$f(self, &self.scalar_like(rhs)?)
+                Tensor::$f(self, &self.scalar_arg(stringify!($f), rhs)?)
             }
         }
     };

@@ -22,7 +22,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn sub_scalar(&self, value: f64) -> Result<Tensor> {
-        self.binary_op(BinaryOp::Sub, &self.scalar_like(value)?)
+        self.binary_op(BinaryOp::Sub, &self.scalar_arg("sub_scalar", value)?)
             .map_err(|e| e.renamed("sub_scalar"))
     }
 
@@ -38,7 +38,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn div_scalar(&self, value: f64) -> Result<Tensor> {
-        self.binary_op(BinaryOp::Div, &self.scalar_like(value)?)
+        self.binary_op(BinaryOp::Div, &self.scalar_arg("div_scalar", value)?)
             .map_err(|e| e.renamed("div_scalar"))
     }
 
@@ -54,7 +54,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn rsub(&self, value: f64) -> Result<Tensor> {
-        self.scalar_like(value)?
+        self.scalar_arg("rsub", value)?
             .binary_op(BinaryOp::Sub, self)
             .map_err(|e| e.renamed("rsub"))
     }
@@ -71,7 +71,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn rdiv(&self, value: f64) -> Result<Tensor> {
-        self.scalar_like(value)?
+        self.scalar_arg("rdiv", value)?
             .binary_op(BinaryOp::Div, self)
             .map_err(|e| e.renamed("rdiv"))
     }
@@ -90,7 +90,11 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn add_scalar_(&self, value: f64) -> Result<()> {
-        self.binary_(BinaryOp::Add, "add_scalar_", &self.scalar_like(value)?)
+        self.binary_(
+            BinaryOp::Add,
+            "add_scalar_",
+            &self.scalar_arg("add_scalar_", value)?,
+        )
     }
 
     /// `self -= value`, in place.
@@ -106,7 +110,11 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn sub_scalar_(&self, value: f64) -> Result<()> {
-        self.binary_(BinaryOp::Sub, "sub_scalar_", &self.scalar_like(value)?)
+        self.binary_(
+            BinaryOp::Sub,
+            "sub_scalar_",
+            &self.scalar_arg("sub_scalar_", value)?,
+        )
     }
 
     /// `self *= value`, in place.
@@ -122,7 +130,11 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn mul_scalar_(&self, value: f64) -> Result<()> {
-        self.binary_(BinaryOp::Mul, "mul_scalar_", &self.scalar_like(value)?)
+        self.binary_(
+            BinaryOp::Mul,
+            "mul_scalar_",
+            &self.scalar_arg("mul_scalar_", value)?,
+        )
     }
 
     /// `self /= value`, in place (float dtypes).
@@ -138,6 +150,10 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn div_scalar_(&self, value: f64) -> Result<()> {
-        self.binary_(BinaryOp::Div, "div_scalar_", &self.scalar_like(value)?)
+        self.binary_(
+            BinaryOp::Div,
+            "div_scalar_",
+            &self.scalar_arg("div_scalar_", value)?,
+        )
     }
 }

@@ -119,11 +119,14 @@ fn main() -> ExitCode {
     match result {
         Ok(text) => {
             // A closed pipe (`kael inspect f | head`) is not an error.
+            // every piece is escaped where it is formatted; this is the gate
+            let text = terminal_safe_text(&text);
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            // an error can quote a file's or an argument's text
+            eprintln!("error: {}", terminal_safe(&e.to_string()));
             ExitCode::FAILURE
         }
     }
@@ -232,11 +235,27 @@ fn report(file: &SafeTensorsFile) -> String {
 /// a terminal would act on) and every bidirectional-override character
 /// (which reorders what is shown) written as a `\u{..}` escape, so a
 /// name or metadata value read from a file prints as what it is.
+///
+/// NOTE [One terminal escape]: every path of this binary that prints
+/// file- or argument-controlled text (listings, `--tensor` reports, error
+/// messages, the prompt and generated text) goes through this function,
+/// so no path can forget it; `terminal_safe_text` keeps line breaks and
+/// tabs for multi-line text.
 fn terminal_safe(text: &str) -> String {
+    escaped(text, false)
+}
+
+/// [`terminal_safe`] for text whose line breaks and tabs are its layout.
+fn terminal_safe_text(text: &str) -> String {
+    escaped(text, true)
+}
+
+fn escaped(text: &str, keep_layout: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
-        if c.is_control() || bidi {
+        let layout = keep_layout && matches!(c, '\n' | '\t');
+        if (c.is_control() && !layout) || bidi {
             out.extend(c.escape_unicode());
         } else {
             out.push(c);
@@ -378,6 +397,8 @@ fn generate(args: &GenerateArgs, dir: ModelDir, device: &Device) -> Result<Strin
     let mut out = std::io::stdout().lock();
     let write = |out: &mut std::io::StdoutLock<'_>, s: &str| {
         // A closed pipe (`kael generate ... | head`) is not an error.
+        // the prompt and the vocabulary's text go through the one escape
+        let s = terminal_safe_text(s);
         let _ = out.write_all(s.as_bytes()).and_then(|()| out.flush());
     };
     write(&mut out, &args.prompt);

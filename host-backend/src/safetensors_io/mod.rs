@@ -186,8 +186,9 @@ impl SafeTensorsFile {
             .ok_or_else(|| Error::InvalidArgument {
                 op: "SafeTensorsFile::tensor",
                 reason: format!(
-                    "{} has no tensor named '{name}' (it has {} tensors; list them with `kael inspect`); check the name",
+                    "{} has no tensor named '{}' (it has {} tensors; list them with `kael inspect`); check the name",
                     self.path.display(),
+                    name.escape_debug(),
                     self.tensors.len()
                 ),
             })

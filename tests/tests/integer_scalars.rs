@@ -1,0 +1,125 @@
+//! A scalar on an integer tensor is never truncated, saturated or wrapped
+//! (README, "Reliability promises"): a value the tensor's dtype does not
+//! hold exactly (non-integral, NaN, infinite, out of range) is an `Err`
+//! naming the method called, and an in-place form leaves the tensor as it
+//! was. PyTorch promotes such pairs to float; until kael's type promotion
+//! lands, refusing is the only answer that is never wrong.
+
+mod common;
+
+use kael_core::{DType, Device, Error, Tensor};
+
+fn ints(dev: &Device) -> Tensor {
+    Tensor::from_slice(&[1i64, 2, -3], &[3], dev).unwrap()
+}
+
+#[track_caller]
+fn refused_by<T: std::fmt::Debug>(op: &str, r: kael_core::Result<T>) {
+    match r {
+        Err(e @ Error::InvalidArgument { .. }) => {
+            assert_eq!(e.op(), Some(op), "{e}");
+            // (clamp refuses a NaN bound on every dtype, with its own fix)
+            let nan_bound = e.to_string().contains("NaN");
+            assert!(
+                nan_bound || e.to_string().contains("to_dtype"),
+                "the fix is named: {e}"
+            );
+        }
+        other => panic!("{op}: expected a refusal, got {other:?}"),
+    }
+}
+
+test_device!(
+    non_integral_non_finite_and_out_of_range_scalars_are_refused,
+    |dev| {
+        let x = ints(dev);
+        for bad in [
+            2.5,
+            0.5,
+            f64::NAN,
+            f64::INFINITY,
+            -f64::INFINITY,
+            1e30,
+            9_223_372_036_854_775_808.0,
+        ] {
+            refused_by("add_scalar", x.add_scalar(bad));
+            refused_by("mul_scalar", x.mul_scalar(bad));
+            refused_by("sub_scalar", x.sub_scalar(bad));
+            refused_by("rsub", x.rsub(bad));
+            refused_by("add", &x + bad);
+            refused_by("mul", &x * bad);
+            refused_by("masked_fill", x.masked_fill(&x.gt(&x.zeros_like()?)?, bad));
+            refused_by("clamp", x.clamp(Some(bad), None));
+            refused_by("full", Tensor::full(&[2], bad, DType::I64, dev));
+            // in place: refused, and the tensor keeps its values
+            refused_by("add_scalar_", x.add_scalar_(bad));
+            refused_by("mul_scalar_", x.mul_scalar_(bad));
+            refused_by("fill_", x.fill_(bad));
+            refused_by("clamp_", x.clamp_(None, Some(bad)));
+            assert_eq!(x.to_vec::<i64>()?, vec![1, 2, -3]);
+            assert_eq!(x.version(), 0);
+        }
+        let idx = Tensor::from_slice(&[0i64], &[1], dev)?;
+        refused_by("scatter_value", x.scatter_value(0, &idx, 0.5));
+        Ok(())
+    }
+);
+
+test_device!(each_integer_dtype_takes_exactly_its_range, |dev| {
+    let cases: [(DType, f64, f64); 5] = [
+        (DType::U8, 0.0, 255.0),
+        (DType::I8, -128.0, 127.0),
+        (DType::I16, -32768.0, 32767.0),
+        (DType::I32, -2_147_483_648.0, 2_147_483_647.0),
+        // i64::MAX is not an f64; the largest f64 below 2^63 is
+        (
+            DType::I64,
+            -9_223_372_036_854_775_808.0,
+            9_223_372_036_854_774_784.0,
+        ),
+    ];
+    for (dtype, lo, hi) in cases {
+        let x = Tensor::zeros(&[1], dtype, dev)?;
+        for ok in [lo, hi, 0.0, -0.0] {
+            let got = x.add_scalar(ok)?.to_dtype(DType::F64)?.to_vec::<f64>()?;
+            assert_eq!(got, vec![ok], "{dtype:?} + {ok}");
+        }
+        let past_hi = if dtype == DType::I64 {
+            9_223_372_036_854_775_808.0
+        } else {
+            hi + 1.0
+        };
+        for bad in [lo - 1.0, past_hi, lo + 0.5] {
+            if dtype == DType::I64 && bad == lo - 1.0 {
+                continue; // -2^63 - 1 rounds to -2^63 in f64: it is -2^63
+            }
+            refused_by("add_scalar", x.add_scalar(bad));
+        }
+    }
+    Ok(())
+});
+
+test_device!(
+    integral_scalars_still_compute_and_float_tensors_take_any_scalar,
+    |dev| {
+        let x = ints(dev);
+        assert_eq!(x.add_scalar(2.0)?.to_vec::<i64>()?, vec![3, 4, -1]);
+        assert_eq!(x.mul_scalar(-3.0)?.to_vec::<i64>()?, vec![-3, -6, 9]);
+        assert_eq!(
+            x.clamp(Some(0.0), Some(1.0))?.to_vec::<i64>()?,
+            vec![1, 1, 0]
+        );
+        let f = Tensor::from_slice(&[1.0f32, 2.0], &[2], dev)?;
+        assert_eq!(f.add_scalar(2.5)?.to_vec::<f32>()?, vec![3.5, 4.5]);
+        assert!(
+            f.add_scalar(f64::NAN)?
+                .to_vec::<f32>()?
+                .iter()
+                .all(|v| v.is_nan())
+        );
+        // bool: any non-NaN value (non-zero is true, as a cast)
+        let b = Tensor::full(&[2], 2.0, DType::Bool, dev)?;
+        assert_eq!(b.to_vec::<bool>()?, vec![true, true]);
+        Ok(())
+    }
+);
