@@ -119,18 +119,111 @@ impl Counter {
     }
 }
 
-/// Reader/writer state of a storage: `0` free, `n > 0` readers, `-1` a writer.
+/// Reader/writer state of a storage. Rc mode: `0` free, `n > 0` readers,
+/// `-1` a writer. `sync` mode: one word (the flag sits in every storage,
+/// whose size is budgeted), [`WRITER`] for a writer, the count of waiting
+/// writers in the bits of [`WAITING`], the count of readers below.
 ///
-/// Acquisition never blocks: a conflicting request fails, and the caller turns
-/// that into [`crate::Error::BorrowConflict`]. Within one thread kael never
-/// holds a read and a write of the same storage at once (in-place ops copy a
-/// partially overlapping source first), so a conflict means two threads raced.
+/// Acquisition never blocks indefinitely: a conflicting request fails, and
+/// the caller turns that into [`crate::Error::BorrowConflict`]. Within one
+/// thread kael never holds a read and a write of the same storage at once
+/// (in-place ops copy a partially overlapping source first), so a conflict
+/// means two threads raced.
+///
+/// NOTE [Writers get in]: in `sync` mode a writer that finds readers does
+/// not fail at once: it counts itself waiting, which makes new readers hold
+/// back, and retries for a bounded time ([`WRITER_PATIENCE_MS`] with `std`,
+/// [`WRITER_PATIENCE`] spin rounds without) while the readers
+/// it found finish. Readers that see a waiting or holding writer wait, also
+/// boundedly, for it to get in and out. So an optimizer step among threads
+/// that read its parameters continuously gets in, instead of failing every
+/// time (a reader holds its borrow for one kernel); a borrow held for long
+/// (a guard kept across a loop) still fails after the bound, never
+/// deadlocks. A multi-tensor write announces itself on every destination
+/// before its checks ([`BorrowFlag::announce_writer`], held by
+/// `storage::WriteIntent`) so no reader slips in between its checks and
+/// its writes. In Rc mode there is one thread, and a conflict fails at once.
 #[derive(Debug, Default)]
 pub struct BorrowFlag {
     #[cfg(not(feature = "sync"))]
     state: core::cell::Cell<isize>,
     #[cfg(feature = "sync")]
-    state: core::sync::atomic::AtomicIsize,
+    state: core::sync::atomic::AtomicUsize,
+}
+
+/// `sync` mode: the bit of a writer holding the flag.
+#[cfg(feature = "sync")]
+const WRITER: usize = 1 << (usize::BITS - 1);
+/// `sync` mode: one waiting writer, and the bits that count them.
+#[cfg(feature = "sync")]
+const WAIT_ONE: usize = 1 << (usize::BITS - 16);
+#[cfg(feature = "sync")]
+const WAITING: usize = !WRITER & !(WAIT_ONE - 1);
+/// `sync` mode: the bits that count readers.
+#[cfg(feature = "sync")]
+const READERS: usize = WAIT_ONE - 1;
+
+/// How long a writer (or a reader held back by one) waits before it
+/// reports a conflict (NOTE [Writers get in]): with `std`, this many
+/// milliseconds (spinning [`SPIN_ROUNDS`] rounds, then yielding the
+/// thread), long enough to outlast a reader preempted by the OS while it
+/// holds its borrow; without `std` (no clock), [`WRITER_PATIENCE`] spin
+/// rounds.
+#[cfg(feature = "sync")]
+pub const WRITER_PATIENCE_MS: u64 = 100;
+
+/// Spin rounds of the bounded wait without `std` (NOTE [Writers get in]).
+#[cfg(feature = "sync")]
+pub const WRITER_PATIENCE: u32 = 1 << 16;
+
+#[cfg(feature = "sync")]
+const SPIN_ROUNDS: u32 = 64;
+
+/// The bounded wait of NOTE [Writers get in]: `next()` is `false` once
+/// the patience is spent, and otherwise backs off one round.
+#[cfg(feature = "sync")]
+struct Patience {
+    round: u32,
+    #[cfg(all(feature = "std", not(miri)))]
+    deadline: Option<std::time::Instant>,
+}
+
+#[cfg(feature = "sync")]
+impl Patience {
+    fn new() -> Self {
+        Self {
+            round: 0,
+            #[cfg(all(feature = "std", not(miri)))]
+            deadline: None,
+        }
+    }
+
+    fn next(&mut self) -> bool {
+        self.round = self.round.saturating_add(1);
+        #[cfg(all(feature = "std", not(miri)))]
+        if self.round > SPIN_ROUNDS {
+            // the clock is read only once spinning did not suffice
+            let now = std::time::Instant::now();
+            let deadline = *self
+                .deadline
+                .get_or_insert(now + std::time::Duration::from_millis(WRITER_PATIENCE_MS));
+            if now >= deadline {
+                return false;
+            }
+            std::thread::yield_now();
+            return true;
+        }
+        if self.round > WRITER_PATIENCE {
+            return false;
+        }
+        #[cfg(feature = "std")]
+        if self.round > SPIN_ROUNDS {
+            std::thread::yield_now();
+            return true;
+        }
+        core::hint::spin_loop();
+        true
+    }
 }
 
 impl BorrowFlag {
@@ -140,11 +233,12 @@ impl BorrowFlag {
             #[cfg(not(feature = "sync"))]
             state: core::cell::Cell::new(0),
             #[cfg(feature = "sync")]
-            state: core::sync::atomic::AtomicIsize::new(0),
+            state: core::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    /// Takes a shared (read) borrow; `false` if a writer holds the flag.
+    /// Takes a shared (read) borrow; `false` if a writer holds the flag
+    /// (in `sync` mode: after a bounded wait, NOTE [Writers get in]).
     pub fn try_read(&self) -> bool {
         #[cfg(not(feature = "sync"))]
         {
@@ -158,9 +252,11 @@ impl BorrowFlag {
         #[cfg(feature = "sync")]
         {
             use core::sync::atomic::Ordering;
+            let mut patience = Patience::new();
+            while self.state.load(Ordering::Acquire) & (WRITER | WAITING) != 0 && patience.next() {}
             let mut s = self.state.load(Ordering::Relaxed);
             loop {
-                if s < 0 || s == isize::MAX {
+                if s & WRITER != 0 || s & READERS == READERS {
                     return false;
                 }
                 match self.state.compare_exchange_weak(
@@ -185,7 +281,9 @@ impl BorrowFlag {
             .fetch_sub(1, core::sync::atomic::Ordering::Release);
     }
 
-    /// Takes the exclusive (write) borrow; `false` if anyone holds the flag.
+    /// Takes the exclusive (write) borrow; `false` if anyone holds the flag
+    /// (in `sync` mode: still holds it after a bounded wait, NOTE [Writers
+    /// get in]).
     pub fn try_write(&self) -> bool {
         #[cfg(not(feature = "sync"))]
         {
@@ -197,11 +295,81 @@ impl BorrowFlag {
         }
         #[cfg(feature = "sync")]
         {
-            use core::sync::atomic::Ordering;
-            self.state
-                .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+            if self.take_write() {
+                return true;
+            }
+            let announced = self.announce_writer();
+            let mut got = false;
+            let mut patience = Patience::new();
+            while patience.next() {
+                if self.take_write() {
+                    got = true;
+                    break;
+                }
+            }
+            if announced {
+                self.withdraw_writer();
+            }
+            got
         }
+    }
+
+    /// One attempt at the write borrow: no writer, no reader (waiting
+    /// writers, this one among them, are kept).
+    #[cfg(feature = "sync")]
+    fn take_write(&self) -> bool {
+        use core::sync::atomic::Ordering;
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            if s & (WRITER | READERS) != 0 {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                s,
+                s | WRITER,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Announces a writer that will come: new readers hold back, boundedly,
+    /// until it is withdrawn (NOTE [Writers get in]). `false` (nothing to
+    /// withdraw) in Rc mode, and when the count of waiting writers is full.
+    pub fn announce_writer(&self) -> bool {
+        #[cfg(not(feature = "sync"))]
+        {
+            false
+        }
+        #[cfg(feature = "sync")]
+        {
+            use core::sync::atomic::Ordering;
+            let mut s = self.state.load(Ordering::Relaxed);
+            loop {
+                if s & WAITING == WAITING {
+                    return false;
+                }
+                match self.state.compare_exchange_weak(
+                    s,
+                    s + WAIT_ONE,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return true,
+                    Err(now) => s = now,
+                }
+            }
+        }
+    }
+
+    /// Withdraws one [`BorrowFlag::announce_writer`] that returned `true`.
+    pub fn withdraw_writer(&self) {
+        #[cfg(feature = "sync")]
+        self.state
+            .fetch_sub(WAIT_ONE, core::sync::atomic::Ordering::AcqRel);
     }
 
     /// Releases the exclusive borrow.
@@ -209,7 +377,8 @@ impl BorrowFlag {
         #[cfg(not(feature = "sync"))]
         self.state.set(0);
         #[cfg(feature = "sync")]
-        self.state.store(0, core::sync::atomic::Ordering::Release);
+        self.state
+            .fetch_and(!WRITER, core::sync::atomic::Ordering::Release);
     }
 }
 
@@ -440,6 +609,33 @@ mod tests {
         assert!(!f.try_read());
         f.release_write();
         assert!(f.try_read());
+    }
+
+    /// NOTE [Writers get in]: an announced writer holds new readers back
+    /// only boundedly (they still get in once it is withdrawn, or after
+    /// the wait), waiting writers do not count as holders, and the count
+    /// of announcements is kept apart from the readers'.
+    #[test]
+    fn an_announced_writer_is_kept_apart_from_readers_and_holders() {
+        let f = BorrowFlag::new();
+        let announced = f.announce_writer();
+        assert_eq!(announced, cfg!(feature = "sync"));
+        // a reader after the bounded wait (nobody holds the flag) gets in
+        assert!(f.try_read());
+        assert!(!f.try_write(), "a reader holds it");
+        f.release_read();
+        // waiting writers are not holders: a writer takes it
+        assert!(f.try_write());
+        assert!(!f.try_read());
+        f.release_write();
+        if announced {
+            f.withdraw_writer();
+        }
+        assert!(f.try_read() && f.try_read());
+        f.release_read();
+        f.release_read();
+        assert!(f.try_write());
+        f.release_write();
     }
 
     #[test]

@@ -382,6 +382,30 @@ impl Storage {
     }
 }
 
+/// A writer announced on a storage for as long as this lives (NOTE
+/// [Writers get in]): a multi-tensor write (an optimizer's commit, a state
+/// dict load) holds one per destination from its checks to its last write,
+/// so readers on other threads hold back rather than slip in between.
+pub(crate) struct WriteIntent {
+    storage: Shared<Storage>,
+    announced: bool,
+}
+
+impl WriteIntent {
+    pub(crate) fn new(storage: Shared<Storage>) -> Self {
+        let announced = storage.borrow.announce_writer();
+        Self { storage, announced }
+    }
+}
+
+impl Drop for WriteIntent {
+    fn drop(&mut self) {
+        if self.announced {
+            self.storage.borrow.withdraw_writer();
+        }
+    }
+}
+
 impl Drop for Storage {
     fn drop(&mut self) {
         let (allocator, layout) = match &self.owner {

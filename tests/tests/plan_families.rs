@@ -366,7 +366,7 @@ fn every_conformance_case_a_plan_can_express_replays_the_eager_bits() {
         // (f64, f16, ... data, or integer arithmetic).
         for why in r.not_planned.keys() {
             assert!(
-                why.contains("dtype") || why.contains("integer"),
+                why.contains("dtype") || why.contains("integer") || why.contains("not carried"),
                 "a case refused for another reason: {why}\n{r}"
             );
         }
@@ -985,5 +985,37 @@ fn convolutions_and_pools_by_kernel_match_their_composed_path_on_random_geometri
     }
     // (Both devices per geometry; most geometries fit.)
     assert!(compared >= 40, "only {compared} comparisons");
+    Ok(())
+}
+
+/// A refusal for a dtype names the recorded operation and `Plan::build`
+/// (it once named `to_dtype` on the trace backend for a recorded sort).
+/// The operation named is the kernel's: `sort` of i64 values is an i64
+/// argsort (which plans run) and a `gather` of i64 values (which they do
+/// not).
+#[test]
+fn a_refused_dtype_names_the_recorded_op_and_plan_build() -> Result<()> {
+    let tracer = Tracer::new(Accumulation::F64);
+    let dev = tracer.device();
+    let x = Tensor::from_slice(&[2.0f32, 1.0, 3.0], &[3], &dev)?;
+    for (dt, carried) in [(DType::I64, true), (DType::F64, false), (DType::I16, false)] {
+        let (v, rec) = tracer.record(|| {
+            x.to_dtype(dt)?
+                .sort(0, false)
+                .and_then(|(v, _)| v.to_dtype(DType::F32))
+        })?;
+        let e =
+            Plan::build(&rec, &[Binding::input("x", &x), Binding::output("y", &v)]).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(e, Error::UnsupportedDType { dtype, .. } if dtype == dt),
+            "{text}"
+        );
+        let named = if carried { "gather" } else { "to_dtype" };
+        assert!(
+            text.contains(named) && text.contains("Plan::build"),
+            "{dt:?}: {text}"
+        );
+    }
     Ok(())
 }

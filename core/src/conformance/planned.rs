@@ -18,6 +18,7 @@ fn reason(e: &Error) -> &'static str {
     match e {
         Error::Unsupported { op, .. } => op,
         Error::InvalidArgument { reason, .. } => reason,
+        Error::UnsupportedDType { supported, .. } => supported,
         _ => "other",
     }
 }

@@ -14,6 +14,7 @@
 use crate::autograd::no_grad;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::storage::WriteIntent;
 use crate::tensor::Tensor;
 use alloc::format;
 use alloc::string::String;
@@ -201,6 +202,16 @@ pub trait Module {
     /// failures. Every check and transfer runs before the first write, so on
     /// an error the module is unchanged.
     fn load_state_dict(&self, entries: &[(String, Tensor)]) -> Result<()> {
+        const OP: &str = "load_state_dict";
+        // two entries of one name: which one is meant is unknowable
+        for (i, (name, _)) in entries.iter().enumerate() {
+            if entries[..i].iter().any(|(n, _)| n == name) {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    reason: "an entry name is given twice; pass each name once",
+                });
+            }
+        }
         let m = self.compare_state_dict(entries);
         if !m.is_empty() {
             let own = self.state_dict();
@@ -234,18 +245,32 @@ pub trait Module {
                 mismatched,
             });
         }
+        // NOTE [All-or-nothing loads]: everything that can fail runs before
+        // the first write: the names, shapes and dtypes (above), the copies
+        // to each destination's device, and each destination's writability
+        // and borrow (a read-only memory map, an expanded view, a guard
+        // held by another thread). Writers are announced on every
+        // destination first (NOTE [Writers get in]), so a reader on another
+        // thread cannot slip in between the checks and the copies.
         no_grad(|| {
             let mut staged = Vec::new();
             for (name, dst) in self.state_dict() {
                 let src = find(entries, &name).ok_or(Error::InvalidArgument {
-                    op: "load_state_dict",
+                    op: OP,
                     reason: "an entry disappeared while loading; do not modify the state dict concurrently",
                 })?;
                 let src = src.to_device(&dst.device())?;
                 staged.push((dst, src));
             }
+            let _intents: Vec<WriteIntent> = staged
+                .iter()
+                .map(|(dst, _)| WriteIntent::new(dst.storage()))
+                .collect();
+            for (dst, _) in &staged {
+                dst.check_write_target(OP)?;
+            }
             for (dst, src) in &staged {
-                dst.copy_(src)?;
+                dst.copy_(src).map_err(|e| e.renamed(OP))?;
             }
             Ok(())
         })

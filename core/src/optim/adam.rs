@@ -196,8 +196,9 @@ impl AdamCore {
                 decrements.push((i, decrement));
                 new_state.push((i, Moments { step: t, m, v }));
             }
-            // Everything that can fail has run: the commit cannot fail.
-            commit(&self.params, &decrements)?;
+            // Everything else that can fail has run; the commit probes every
+            // parameter's borrow before its first write (NOTE [Writers get in]).
+            commit(self.step_op, &self.params, &decrements)?;
             for (i, s) in new_state {
                 self.state[i] = Some(s);
             }

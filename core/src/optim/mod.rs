@@ -26,16 +26,19 @@
 //!    another device) leaves every parameter and all state as they were.
 //!    The first phase also checks everything that could make a `sub_`
 //!    fail (`check_commit`: an expanded or read-only external parameter,
-//!    a decrement of another dtype, shape or device, a guard held on the
-//!    parameter's bytes), so the commit (a same-shape, same-dtype,
-//!    same-device `sub_` per parameter, which allocates nothing) cannot
-//!    fail partway: a step is all-or-nothing whatever the position of the
-//!    bad parameter. It reads and writes each parameter once (computing
-//!    `p_new` out of place and copying it in took two more passes and an
-//!    allocation). One gap is left to the caller: another thread taking a
-//!    guard on a parameter's bytes between the check and the write (sync
-//!    builds) can still make the commit fail; don't share parameters with
-//!    a thread that reads them during `step`.
+//!    a decrement of another dtype, shape or device), and the commit
+//!    announces a writer on every parameter, then probes each one's borrow
+//!    (a guard held on its bytes), before its first write; so the commit
+//!    (a same-shape, same-dtype, same-device `sub_` per parameter, which
+//!    allocates nothing) does not fail partway: a step is all-or-nothing
+//!    whatever the position of the bad parameter. It reads and writes each
+//!    parameter once (computing `p_new` out of place and copying it in
+//!    took two more passes and an allocation). Threads that read the
+//!    parameters during `step` (sync builds) hold back while the writer is
+//!    announced (NOTE [Writers get in]), so the step gets in rather than
+//!    failing with `BorrowConflict`; only a guard held for longer than the
+//!    bounded wait (`shared::WRITER_PATIENCE` rounds) makes it fail, and
+//!    then before its first write.
 
 mod adam;
 mod clip;
@@ -212,20 +215,33 @@ pub(crate) fn check_commit(op: &'static str, p: &Tensor, d: &Tensor) -> Result<(
         });
     }
     p.same_device(op, d)?;
-    // A guard held on the parameter's bytes (a `Storage::read`/`write` the
-    // caller has not dropped) would make the in-place write fail; probe it
-    // now and release it at once.
-    let storage = p.storage();
-    if storage.device().is_host_memory() {
-        drop(storage.write(op)?);
-    }
     Ok(())
 }
 
 /// Subtracts staged decrements from their parameters (phase 2 of NOTE
 /// [Optimizer updates]). Every pair must have passed [`check_commit`]
 /// first, which makes each `sub_` infallible.
-pub(crate) fn commit(params: &[Tensor], decrements: &[(usize, Tensor)]) -> Result<()> {
+pub(crate) fn commit(
+    op: &'static str,
+    params: &[Tensor],
+    decrements: &[(usize, Tensor)],
+) -> Result<()> {
+    // Writers announced on every parameter from before the probes to the
+    // last write (NOTE [Writers get in]): readers on other threads hold
+    // back, so none slips in between a probe and its write.
+    let _intents: Vec<crate::storage::WriteIntent> = decrements
+        .iter()
+        .map(|(i, _)| crate::storage::WriteIntent::new(params[*i].storage()))
+        .collect();
+    // A guard held on a parameter's bytes (a `Storage::read`/`write` not
+    // dropped, here or on another thread past the bounded wait) would make
+    // its write fail: probe every one before the first write.
+    for (i, _) in decrements {
+        let storage = params[*i].storage();
+        if storage.device().is_host_memory() {
+            drop(storage.write(op)?);
+        }
+    }
     for (i, d) in decrements {
         params[*i].sub_(d)?;
     }

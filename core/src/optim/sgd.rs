@@ -156,8 +156,9 @@ impl Optimizer for Sgd {
                 check_commit("Sgd::step", p, &d)?;
                 decrements.push((i, d));
             }
-            // Everything that can fail has run: the commit cannot fail.
-            commit(&self.params, &decrements)?;
+            // Everything else that can fail has run; the commit probes every
+            // parameter's borrow before its first write (NOTE [Writers get in]).
+            commit("Sgd::step", &self.params, &decrements)?;
             for (i, b) in new_bufs {
                 self.momentum[i] = Some(b);
             }

@@ -692,16 +692,21 @@ fn check_dtype(kernel: &Kernel, k: usize, dtype: DType) -> Result<()> {
         Kernel::Fill(_) => matches!(dtype, F32 | Bool),
         _ => dtype == F32,
     };
+    // The refusal names the recorded operation and Plan::build.
     if ok {
         Ok(())
     } else if format::dtype_code(dtype).is_none() {
-        Err(refuse(
-            "the recorded function uses a dtype a plan does not carry (f64, f16, bf16, i16, i8); plans replay f32 models with bool masks and i64/i32 indices",
-        ))
+        Err(Error::UnsupportedDType {
+            op: kernel.name(),
+            dtype,
+            supported: "in a plan (Plan::build), f32 models with bool masks and i64/i32 indices; f64, f16, bf16, i16 and i8 are not carried",
+        })
     } else {
-        Err(refuse(
-            "the recorded function runs a kernel on integer or bool data that plans run on f32 only (elementwise, reductions, matmul, indexing, layer norm; bool masks for where): compute those values outside the recorded function, or cast them to f32",
-        ))
+        Err(Error::UnsupportedDType {
+            op: kernel.name(),
+            dtype,
+            supported: "in a plan (Plan::build), f32 for this kernel (integer and bool data only as indices, masks and counters): compute these values outside the recorded function, or cast them to f32",
+        })
     }
 }
 

@@ -93,6 +93,42 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
+    /// The name of the operation that runs this kernel, for errors
+    /// (`Plan::build`'s refusals name it).
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Kernel::Fill(_) => "fill_",
+            Kernel::Copy => "copy_",
+            Kernel::Unary(op) => op.name(),
+            Kernel::Binary(op) => op.name(),
+            Kernel::Compare(op) => op.name(),
+            Kernel::Where => "where",
+            Kernel::Reduce(op, _) => op.name(),
+            Kernel::Matmul => "matmul",
+            Kernel::Softmax(_, false) => "softmax",
+            Kernel::Softmax(_, true) => "log_softmax",
+            Kernel::SoftmaxBackward(_) => "softmax (backward)",
+            Kernel::Write(..) => "from_slice",
+            Kernel::Cast => "to_dtype",
+            Kernel::ArgReduce(op, _) => op.name(),
+            Kernel::Index(code, _) => {
+                use super::format::kernel;
+                use crate::backend::Family;
+                match *code {
+                    kernel::INDEX_SELECT => Family::IndexSelect.name(),
+                    kernel::GATHER => Family::Gather.name(),
+                    kernel::INDEX_ADD => Family::IndexAdd.name(),
+                    kernel::SCATTER_ADD => Family::ScatterAdd.name(),
+                    _ => "indexing",
+                }
+            }
+            Kernel::LayerNorm(..) => "layer_norm",
+            Kernel::LayerNormBackward(_) => "layer_norm (backward)",
+            Kernel::ArgSort(..) => "sort/argsort",
+            Kernel::Declared(f, ..) => f.name(),
+        }
+    }
+
     /// How many operands, at the end, the kernel writes.
     pub(crate) fn outputs(&self) -> usize {
         match self {

@@ -100,26 +100,69 @@ enum Value {
 }
 
 fn printed(t: &Tensor) -> Result<Printed> {
-    let summarise = t.numel() > PRINT_THRESHOLD;
-    let mut small = t.detach()?;
-    let mut gap = Vec::with_capacity(t.rank());
-    for (d, &n) in t.shape().iter().enumerate() {
-        let cut = summarise && n > 2 * PRINT_EDGE_ITEMS;
-        gap.push(cut);
-        if cut {
-            let dim = d as isize;
-            let head = small.narrow(dim, 0, PRINT_EDGE_ITEMS)?;
-            let tail = small.narrow(dim, n - PRINT_EDGE_ITEMS, PRINT_EDGE_ITEMS)?;
-            small = Tensor::cat(&[&head, &tail], dim)?;
+    // a shape whose element count overflows (an expanded view) is large
+    let summarise =
+        crate::shape::checked_numel("Display", t.shape()).map_or(true, |n| n > PRINT_THRESHOLD);
+    let t = t.detach()?;
+    let gap: Vec<bool> = t
+        .shape()
+        .iter()
+        .map(|&n| summarise && n > 2 * PRINT_EDGE_ITEMS)
+        .collect();
+    let shape: Vec<usize> = t
+        .shape()
+        .iter()
+        .zip(&gap)
+        .map(|(&n, &cut)| if cut { 2 * PRINT_EDGE_ITEMS } else { n })
+        .collect();
+    // Only the shown entries are read: each combination of head and tail
+    // over the cut dims is one view, narrowed on every cut dim at once and
+    // read on its own; its values go to their places in the printed shape.
+    // (Narrowing then concatenating one dim at a time would materialise
+    // the other dims whole: [6, n] of an expanded [n, n].)
+    let cut: Vec<usize> = (0..gap.len()).filter(|&d| gap[d]).collect();
+    let total: usize = shape.iter().product();
+    let mut values = alloc::vec![Value::Int(0); total];
+    for corner in 0..(1usize << cut.len()) {
+        let mut piece = t.clone();
+        for (bit, &d) in cut.iter().enumerate() {
+            let n = t.shape()[d];
+            let start = if corner >> bit & 1 == 0 {
+                0
+            } else {
+                n - PRINT_EDGE_ITEMS
+            };
+            piece = piece.narrow(d as isize, start, PRINT_EDGE_ITEMS)?;
+        }
+        let part = read(&piece)?;
+        // row-major index of each value of the piece in the printed shape
+        let mut at = alloc::vec![0usize; shape.len()];
+        for v in part {
+            let mut flat = 0;
+            for (d, &i) in at.iter().enumerate() {
+                let shift = match cut.iter().position(|&c| c == d) {
+                    Some(bit) if corner >> bit & 1 == 1 => PRINT_EDGE_ITEMS,
+                    _ => 0,
+                };
+                flat = flat * shape[d] + i + shift;
+            }
+            values[flat] = v;
+            // next index within the piece
+            for d in (0..at.len()).rev() {
+                at[d] += 1;
+                if at[d] < piece.shape()[d] {
+                    break;
+                }
+                at[d] = 0;
+            }
         }
     }
-    let values = read(&small)?;
     let style = FloatStyle::of(&values);
     let cells: Vec<String> = values.iter().map(|&v| style.format(v)).collect();
     let width = cells.iter().map(|c| c.chars().count()).max().unwrap_or(0);
     Ok(Printed {
         cells,
-        shape: small.shape().to_vec(),
+        shape,
         gap,
         width,
     })

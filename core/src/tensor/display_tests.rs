@@ -183,3 +183,31 @@ fn debug_stays_short_for_a_large_tensor() -> Result<()> {
     assert_eq!(format!("{t:?}"), "Tensor([2000], I32, Cpu)");
     Ok(())
 }
+
+/// `Display` reads only the entries it shows: a `[1024, 2^30]` view
+/// expanded from a column (4 TiB if materialised) prints from a device
+/// whose allocator holds 8 KiB. Printing once cut each dim by narrowing and
+/// concatenating, which materialised `[6, 2^30]` first (24 GiB).
+#[test]
+#[cfg_attr(miri, ignore)] // the arena takes a leaked buffer (Miri's leak check)
+fn a_huge_expanded_tensor_prints_reading_only_the_shown_entries() -> Result<()> {
+    use crate::allocator::ArenaAllocator;
+    use crate::shared::Shared;
+    let buf: &'static mut [u8] = alloc::boxed::Box::leak(alloc::vec![0u8; 8192].into_boxed_slice());
+    let dev = Device::cpu_with_allocator(Shared::new(ArenaAllocator::<16>::new(buf)));
+    let t = Tensor::arange(0i32, 1024, &dev)?
+        .reshape(&[1024, 1])?
+        .expand(&[1024, 1 << 30][..])?;
+    let row = |v: &str| format!("[{v:>4}, {v:>4}, {v:>4}, ..., {v:>4}, {v:>4}, {v:>4}]");
+    let want = format!(
+        "tensor([{},\n        {},\n        {},\n        ...,\n        {},\n        {},\n        {}])\nshape=[1024, 1073741824], dtype=I32, device=Cpu",
+        row("0"),
+        row("1"),
+        row("2"),
+        row("1021"),
+        row("1022"),
+        row("1023")
+    );
+    assert_eq!(t.to_string(), want);
+    Ok(())
+}

@@ -34,6 +34,19 @@ impl Tensor {
         self.check_read_only(op)
     }
 
+    /// Everything that can stop an in-place write of `self`, checked
+    /// before a multi-tensor write starts (NOTE [All-or-nothing loads]):
+    /// rule 1, read-only storage, and a borrow held elsewhere (probed on
+    /// host memory, and released at once).
+    pub(crate) fn check_write_target(&self, op: &'static str) -> Result<()> {
+        self.check_writable(op)?;
+        let storage = self.storage();
+        if storage.device().is_host_memory() {
+            drop(storage.write(op)?);
+        }
+        Ok(())
+    }
+
     /// Read-only (external) storage is refused; the only check of writes
     /// that do not read the destination (`fill_`, `zero_`).
     fn check_read_only(&self, op: &'static str) -> Result<()> {
