@@ -115,6 +115,24 @@ impl DType {
         value == libm::trunc(value) && value >= lo && below_top
     }
 
+    /// Whether `value` converts to this dtype as PyTorch's fills convert it
+    /// (`full`, `fill_`, `masked_fill`: toward zero for an integer dtype)
+    /// without overflow: finite and in range once truncated for an integer
+    /// dtype, anything but NaN for bool, any value for a float dtype.
+    ///
+    /// ```
+    /// use kael_core::DType;
+    /// assert!(DType::I64.holds_cast(2.5) && DType::U8.holds_cast(255.9));
+    /// assert!(!DType::I64.holds_cast(f64::NAN) && !DType::I64.holds_cast(1e30));
+    /// ```
+    pub fn holds_cast(self, value: f64) -> bool {
+        match self {
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => true,
+            DType::Bool => !value.is_nan(),
+            _ => !value.is_nan() && self.holds(libm::trunc(value)),
+        }
+    }
+
     /// Lower-case name, as PyTorch prints it.
     pub const fn name(self) -> &'static str {
         match self {

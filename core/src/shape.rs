@@ -319,6 +319,21 @@ pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     })
 }
 
+// NOTE [Checked output sizes]: no output is allocated or written before
+// its element count and byte size are known to fit in `usize`. Operands
+// that fit can still make a result that does not: two expanded views
+// broadcast together, a batched matmul of expanded batches, `stack` or
+// `repeat` of a large view. So each op that builds a shape from user
+// input checks it under its own name (`broadcast_into` for every
+// elementwise op, matmul's plan, `stack`, `repeat`, `cat`, conv and pool
+// geometry, `one_hot`, `expand`), and the output constructors
+// (`Tensor::alloc`, `Tensor::written`) take the byte size from
+// `output_bytes` below, the one backstop. The callers of
+// `Tensor::written` pass either an existing tensor's shape (unary, cast,
+// copy, argsort) or one checked above (binary and compare: broadcast;
+// matmul's fast path: `m * n`). `tests/shape_overflow.rs` drives every
+// shape-building op to overflow on every device.
+
 /// The byte size of a contiguous `shape` of `elem_size`-byte elements,
 /// with checked arithmetic: the one computation every output constructor
 /// (`Tensor::alloc`, `Tensor::written`) makes before it allocates

@@ -121,8 +121,8 @@ impl Counter {
 
 /// Reader/writer state of a storage. Rc mode: `0` free, `n > 0` readers,
 /// `-1` a writer. `sync` mode: one word (the flag sits in every storage,
-/// whose size is budgeted), [`WRITER`] for a writer, the count of waiting
-/// writers in the bits of [`WAITING`], the count of readers below.
+/// whose size is budgeted), the top bit for a writer, the count of waiting
+/// writers in the next 15 bits, the count of readers below.
 ///
 /// Acquisition never blocks indefinitely: a conflicting request fails, and
 /// the caller turns that into [`crate::Error::BorrowConflict`]. Within one
@@ -165,7 +165,7 @@ const READERS: usize = WAIT_ONE - 1;
 
 /// How long a writer (or a reader held back by one) waits before it
 /// reports a conflict (NOTE [Writers get in]): with `std`, this many
-/// milliseconds (spinning [`SPIN_ROUNDS`] rounds, then yielding the
+/// milliseconds (spinning 64 rounds, then yielding the
 /// thread), long enough to outlast a reader preempted by the OS while it
 /// holds its borrow; without `std` (no clock), [`WRITER_PATIENCE`] spin
 /// rounds.

@@ -1,9 +1,11 @@
 //! A scalar on an integer tensor is never truncated, saturated or wrapped
-//! (README, "Reliability promises"): a value the tensor's dtype does not
-//! hold exactly (non-integral, NaN, infinite, out of range) is an `Err`
-//! naming the method called, and an in-place form leaves the tensor as it
-//! was. PyTorch promotes such pairs to float; until kael's type promotion
-//! lands, refusing is the only answer that is never wrong.
+//! (README, "Reliability promises"): in arithmetic, a value the tensor's
+//! dtype does not hold exactly (non-integral, NaN, infinite, out of range)
+//! is an `Err` naming the method called, and an in-place form leaves the
+//! tensor as it was. PyTorch promotes such pairs to float; until kael's
+//! type promotion lands, refusing is the only answer that is never wrong.
+//! Fills convert as PyTorch's (toward zero: torch 2.15's outputs below) and
+//! refuse what would overflow, as PyTorch does.
 
 mod common;
 
@@ -33,34 +35,51 @@ test_device!(
     non_integral_non_finite_and_out_of_range_scalars_are_refused,
     |dev| {
         let x = ints(dev);
-        for bad in [
-            2.5,
-            0.5,
+        let inexact = [2.5, 0.5];
+        let overflowing = [
             f64::NAN,
             f64::INFINITY,
             -f64::INFINITY,
             1e30,
             9_223_372_036_854_775_808.0,
-        ] {
+        ];
+        for bad in inexact.into_iter().chain(overflowing) {
+            // arithmetic: PyTorch promotes to float; kael refuses until it does
             refused_by("add_scalar", x.add_scalar(bad));
             refused_by("mul_scalar", x.mul_scalar(bad));
             refused_by("sub_scalar", x.sub_scalar(bad));
             refused_by("rsub", x.rsub(bad));
             refused_by("add", &x + bad);
             refused_by("mul", &x * bad);
-            refused_by("masked_fill", x.masked_fill(&x.gt(&x.zeros_like()?)?, bad));
             refused_by("clamp", x.clamp(Some(bad), None));
-            refused_by("full", Tensor::full(&[2], bad, DType::I64, dev));
-            // in place: refused, and the tensor keeps its values
+            // in place: refused (as PyTorch), and the tensor keeps its values
             refused_by("add_scalar_", x.add_scalar_(bad));
             refused_by("mul_scalar_", x.mul_scalar_(bad));
-            refused_by("fill_", x.fill_(bad));
             refused_by("clamp_", x.clamp_(None, Some(bad)));
             assert_eq!(x.to_vec::<i64>()?, vec![1, 2, -3]);
             assert_eq!(x.version(), 0);
         }
+        // fills convert as PyTorch's do (toward zero) but never overflow:
+        // NaN, infinities and out-of-range values are refused, not saturated
+        let mask = x.gt(&x.zeros_like()?)?;
         let idx = Tensor::from_slice(&[0i64], &[1], dev)?;
-        refused_by("scatter_value", x.scatter_value(0, &idx, 0.5));
+        for bad in overflowing {
+            refused_by("full", Tensor::full(&[2], bad, DType::I64, dev));
+            refused_by("fill_", x.fill_(bad));
+            refused_by("masked_fill", x.masked_fill(&mask, bad));
+            refused_by("scatter_value", x.scatter_value(0, &idx, bad));
+            assert_eq!(x.to_vec::<i64>()?, vec![1, 2, -3]);
+        }
+        // torch.tensor([1, 2, -3]).masked_fill(x > 0, 2.5) is [2, 2, -3]
+        assert_eq!(x.masked_fill(&mask, 2.5)?.to_vec::<i64>()?, vec![2, 2, -3]);
+        assert_eq!(
+            x.scatter_value(0, &idx, -2.5)?.to_vec::<i64>()?,
+            vec![-2, 2, -3]
+        );
+        assert_eq!(
+            Tensor::full(&[2], 2.5, DType::I64, dev)?.to_vec::<i64>()?,
+            vec![2, 2]
+        );
         Ok(())
     }
 );

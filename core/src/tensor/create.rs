@@ -171,8 +171,9 @@ impl Tensor {
     ///
     /// # Errors
     /// As [`Tensor::zeros`]; [`Error::InvalidArgument`] for a value `dtype`
-    /// does not hold exactly ([`DType::holds`]: 2.5 or NaN for an integer
-    /// dtype), which is never truncated.
+    /// cannot hold once converted ([`DType::holds_cast`]: NaN, infinities,
+    /// out of range for an integer dtype, which would saturate). As in
+    /// PyTorch, an integer dtype converts 2.5 to 2.
     ///
     /// ```
     /// use kael_core::{DType, Device, Tensor};
@@ -180,7 +181,7 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
-        super::ops::check_scalar("full", dtype, value)?;
+        super::ops::check_fill("full", dtype, value)?;
         let t = Tensor::alloc(shape, dtype, device)?;
         // -0.0 == 0.0, but its bytes are not zero: it is filled too
         if value != 0.0 || value.is_sign_negative() {

@@ -526,7 +526,7 @@ impl Tensor {
     pub fn scatter_value(&self, dim: isize, index: &Tensor, value: f64) -> Result<Tensor> {
         const OP: &str = "scatter_value";
         check_index(OP, self, index)?;
-        let src = autograd::no_grad(|| self.scalar_arg(OP, value)?.expand(index.shape()))
+        let src = autograd::no_grad(|| self.fill_arg(OP, value)?.expand(index.shape()))
             .map_err(|e| e.renamed(OP))?;
         self.scatter_impl(OP, dim, index, &src)
     }

@@ -256,7 +256,7 @@ impl Tensor {
         if distinct {
             return Err(Error::InternalOverlap { op: "fill_" });
         }
-        super::ops::check_scalar("fill_", self.dtype(), value)?;
+        super::ops::check_fill("fill_", self.dtype(), value)?;
         self.check_read_only("fill_")?;
         self.check_inplace_autograd("fill_")?;
         let record = autograd::needs_record(&[self]);

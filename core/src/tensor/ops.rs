@@ -137,12 +137,34 @@ impl Tensor {
         self.scalar_arg("scalar operand", value)
     }
 
+    /// A rank-0 fill value for `op` (`masked_fill`, `scatter_value`),
+    /// converted as PyTorch's fills convert ([`check_fill`]).
+    pub(crate) fn fill_arg(&self, op: &'static str, value: f64) -> Result<Tensor> {
+        check_fill(op, self.dtype(), value)?;
+        Tensor::full(&[], value, self.dtype(), &self.device())
+    }
+
     /// [`Tensor::scalar_like`] for a scalar the user passed to `op`, which
     /// the error names.
     pub(crate) fn scalar_arg(&self, op: &'static str, value: f64) -> Result<Tensor> {
         check_scalar(op, self.dtype(), value)?;
         Tensor::full(&[], value, self.dtype(), &self.device())
     }
+}
+
+/// Refuses a value a fill (`full`, `fill_`, `masked_fill`,
+/// `scatter_value`) cannot convert to `dtype`: PyTorch converts toward zero
+/// for an integer dtype (`full((2,), 2.5, dtype=int64)` is `[2, 2]`, an
+/// explicit conversion to the dtype named) but refuses NaN, infinities and
+/// values out of range, which would otherwise saturate or wrap.
+pub(crate) fn check_fill(op: &'static str, dtype: DType, value: f64) -> Result<()> {
+    if dtype.holds_cast(value) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        reason: "the value cannot be converted to the tensor's dtype without overflow (NaN, infinite or out of range for an integer dtype); pass a value in range, or cast the tensor to a float dtype first (to_dtype)",
+    })
 }
 
 /// Refuses a scalar that `dtype` does not hold exactly: an integer tensor

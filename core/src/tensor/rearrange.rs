@@ -225,7 +225,7 @@ impl Tensor {
                 got: mask.dtype(),
             });
         }
-        mask.where_cond(&self.scalar_arg("masked_fill", value)?, self)
+        mask.where_cond(&self.fill_arg("masked_fill", value)?, self)
             .map_err(|e| e.renamed("masked_fill"))
     }
 }
