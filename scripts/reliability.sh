@@ -51,6 +51,9 @@ MIRI_TESTS=(smoke fuzz_regressions bad_input_matrix concurrency fault_injection 
 # 9 thread tests under Miri (about 4.5 min on 2 busy cores, no rebuild);
 # two extra seeds (0, 1, 2 in all) keep the tier short enough for CI.
 MIRI_SEEDS="${MIRI_SEEDS:-1 2}"
+# (The seeds run together: Miri's -Zmiri-many-seeds over the range from the
+# smallest to the largest, in parallel, so "1 2" costs one run's wall time
+# on 2 cores.)
 
 declare -A STATUS=()
 declare -A NOTE=()
@@ -67,7 +70,7 @@ banner() {
 # run NAME CMD...: echoes and runs a command, output also appended to $LOG.
 LOG="$(mktemp)"
 FUZZ_NOTES="$(mktemp -d)"
-trap 'rm -rf "$LOG" "$FUZZ_NOTES"' EXIT
+trap 'rm -rf "$LOG" "$FUZZ_NOTES" "${FUZZ_BUILD_LOG:-}"' EXIT
 run() {
     echo "\$ $*"
     "$@" 2>&1 | tee -a "$LOG"
@@ -158,44 +161,39 @@ miri_tier() {
     for t in "${MIRI_TESTS[@]}"; do args+=(--test "$t"); done
     run cargo "+$NIGHTLY" miri test -p kael-tests -p kael-core --features "$SOFT_FLOATS" \
         "${args[@]}" || ok=0
-    local seed
-    for seed in $MIRI_SEEDS; do
-        MIRIFLAGS="$MIRIFLAGS -Zmiri-seed=$seed" \
+    # The extra seeds in one run: Miri's many-seeds mode interprets the
+    # seeds side by side (one thread each), so two seeds take the wall time
+    # of one on 2 cores (they took one run each, one after the other).
+    if [[ -n "${MIRI_SEEDS// /}" ]]; then
+        local first last
+        first="$(tr ' ' '\n' <<<"$MIRI_SEEDS" | grep . | sort -n | head -1)"
+        last="$(tr ' ' '\n' <<<"$MIRI_SEEDS" | grep . | sort -n | tail -1)"
+        MIRIFLAGS="$MIRIFLAGS -Zmiri-many-seeds=$first..$((last + 1))" \
             run cargo "+$NIGHTLY" miri test -p kael-tests -p kael-core --features "$SOFT_FLOATS" \
             --test concurrency || ok=0
-    done
-    # kael-host's unsafe code: the threaded backend's caching allocator
-    # (raw blocks kept and handed out again, huge blocks advised), and the
-    # tiles of transposed operands with their 8x8 AVX blocks, tested on
-    # their own because the pool-based tests cannot run under Miri. Miri reports no CPU features by itself, so AVX is
-    # enabled for that run. Matmul calls into `gemm`, checked against the
-    # reference by the conformance suite; softmax's rows are safe code apart
-    # from the feature dispatch, run below with AVX2+FMA.
-    run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::alloc || ok=0
-    # The worker pool (NOTE [Spinning pool]): a borrowed job published to
-    # spinning, yielding and parked workers, nested and concurrent callers.
-    # Its affinity calls (NOTE [Workers leave the caller's CPU]) are Linux
-    # system calls, which Miri cannot run: there `affinity` takes its no-op
-    # form, whose test runs here; the native test suite runs the calls.
-    run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::pool || ok=0
-    run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::affinity || ok=0
-    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx" \
-        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::tiles || ok=0
-    # The vector math's feature dispatch (NOTE [Vector math]): with AVX2 and
-    # FMA enabled the unsafe calls into the feature-compiled loops are taken.
+    fi
+    # kael-host's unsafe code, in one run (one Miri build of kael-host and
+    # its dependencies: each RUSTFLAGS set is a full rebuild, and there
+    # were three): the threaded backend's caching allocator (raw blocks
+    # kept and handed out again, huge blocks advised); the worker pool
+    # (NOTE [Spinning pool]: a borrowed job published to spinning, yielding
+    # and parked workers, nested and concurrent callers); its affinity
+    # calls (NOTE [Workers leave the caller's CPU]: Linux system calls,
+    # which Miri cannot run, so `affinity` takes its no-op form here and
+    # the native suite runs the calls); the tiles of transposed operands
+    # with their 8x8 AVX blocks; the vector math's feature dispatch (NOTE
+    # [Vector math]), layer norm's rows, the elementwise loops at the
+    # vector width (NOTE [Loops at the vector width]) and the fused softmax
+    # backward's rows (NOTE [Softmax backward rows]). Miri reports no CPU
+    # features by itself: AVX2 and FMA are enabled, so the unsafe calls
+    # into the feature-compiled loops (and the AVX tiles) are taken. The
+    # pool-based tests cannot run under Miri; matmul calls into `gemm`,
+    # checked against the reference by the conformance suite.
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
-        run cargo "+$NIGHTLY" miri test -p kael-host --lib \
-        cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values || ok=0
-    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
-        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::norm || ok=0
-    # The elementwise loops at the vector width (NOTE [Loops at the vector
-    # width]): their feature dispatch, as vmath's.
-    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
-        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::elementwise::tests || ok=0
-    # The fused softmax backward's rows (NOTE [Softmax backward rows]): its
-    # feature dispatch, as vmath's.
-    RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
-        run cargo "+$NIGHTLY" miri test -p kael-host --lib cpu_threaded::softmax || ok=0
+        run cargo "+$NIGHTLY" miri test -p kael-host --lib -- \
+        cpu_threaded::alloc cpu_threaded::pool cpu_threaded::affinity cpu_threaded::tiles \
+        cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values \
+        cpu_threaded::norm cpu_threaded::elementwise::tests cpu_threaded::softmax || ok=0
     # kael-py's DLPack pointer work (export, import, deleters), kept in
     # plain Rust (python/src/dlpack.rs) so Miri can run it: it cannot run
     # the CPython calls around it (those are exercised by the pytest suite).
@@ -205,7 +203,7 @@ miri_tier() {
     else
         echo "SKIPPED miri kael-py dlpack: no python3, which pyo3's build needs"
     fi
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host: cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::affinity, cpu_threaded::tiles (with AVX), cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::elementwise, cpu_threaded::softmax (with AVX2+FMA), kael-py: dlpack"
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host (with AVX2+FMA): cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::affinity, cpu_threaded::tiles, cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::elementwise, cpu_threaded::softmax, kael-py: dlpack"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 
@@ -245,27 +243,56 @@ fuzz_one() {
     echo "$target: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}" >"$FUZZ_NOTES/$target"
 }
 
-fuzz_tier() {
-    banner "fuzz (${FUZZ_SECONDS}s per target)"
+# fuzz_tools: cargo-fuzz, installed if missing; a reason on failure.
+fuzz_tools() {
     if ! ((nightly_ok)); then
-        skip fuzz "$nightly_reason"
-        return
+        fuzz_reason="$nightly_reason"
+        return 1
     fi
     if ! cargo "+$NIGHTLY" fuzz --version >/dev/null 2>&1; then
         echo "installing cargo-fuzz"
         if ! cargo install cargo-fuzz --locked; then
-            skip fuzz "'cargo install cargo-fuzz' failed (offline?)"
-            return
+            fuzz_reason="'cargo install cargo-fuzz' failed (offline?)"
+            return 1
         fi
+    fi
+}
+
+# The fuzz targets' sanitizer builds (fuzz/ for kael-core targets in Rc
+# mode, fuzz-host/ for kael-host's, each its own cargo-fuzz workspace and
+# target dir). NOTE [Overlapped fuzz builds]: they start in the background
+# before Miri, whose interpreter keeps one core busy through the long
+# single-threaded runs (the integration tests), so the builds take the
+# other core instead of a stretch of wall time of their own.
+FUZZ_BUILD_LOG="$(mktemp)"
+fuzz_build_pid=""
+fuzz_build() {
+    local dir
+    for dir in fuzz fuzz-host; do
+        echo "\$ (cd $dir && cargo +$NIGHTLY fuzz build)"
+        (cd "$dir" && nice -n 5 cargo "+$NIGHTLY" fuzz build --fuzz-dir "$ROOT/$dir") || return 1
+    done
+}
+
+fuzz_tier() {
+    banner "fuzz (${FUZZ_SECONDS}s per target)"
+    if [[ -z "$fuzz_build_pid" ]] && ! fuzz_tools; then
+        skip fuzz "$fuzz_reason"
+        return
     fi
     local t0=$SECONDS
     local ok=1 notes=()
-    # fuzz/ (kael-core targets, Rc mode) and fuzz-host/ (kael-host targets)
-    # are separate cargo-fuzz projects, each its own workspace with its own
-    # target dir (<dir>/target).
+    if [[ -n "$fuzz_build_pid" ]]; then
+        echo "(the sanitizer builds started before Miri; waiting for them)"
+        local built=0
+        wait "$fuzz_build_pid" && built=1
+        tee -a "$LOG" <"$FUZZ_BUILD_LOG" | tail -5
+        ((built)) || { STATUS[fuzz]="FAILED"; failed=1; return; }
+    else
+        fuzz_build 2>&1 | tee -a "$LOG" || { STATUS[fuzz]="FAILED"; failed=1; return; }
+    fi
     local dir
     for dir in fuzz fuzz-host; do
-        (cd "$dir" && run cargo "+$NIGHTLY" fuzz build --fuzz-dir "$ROOT/$dir") || { STATUS[fuzz]="FAILED"; failed=1; return; }
         # libFuzzer runs one target on one core: FUZZ_JOBS targets (default:
         # the number of cores) fuzz side by side, each for FUZZ_SECONDS, so
         # the wall time shrinks and each target's time does not.
@@ -323,6 +350,11 @@ tsan_tier() {
     NOTE[tsan]="$((SECONDS - t0))s: kael-tests/concurrency"
 }
 
+if wants fuzz && wants miri && fuzz_tools; then
+    fuzz_build >"$FUZZ_BUILD_LOG" 2>&1 &
+    fuzz_build_pid=$!
+fi
+
 for tier in miri fuzz tsan; do
     if wants "$tier"; then
         "${tier}_tier"
@@ -338,6 +370,11 @@ done
 echo
 echo "=================================================================="
 echo "reliability summary ($((SECONDS - started))s)"
+if wants fuzz && wants miri && fuzz_tools; then
+    fuzz_build >"$FUZZ_BUILD_LOG" 2>&1 &
+    fuzz_build_pid=$!
+fi
+
 for tier in miri fuzz tsan; do
     if wants "$tier"; then
         printf '  %-5s %-8s %s\n' "$tier" "${STATUS[$tier]:-?}" "${NOTE[$tier]:-}"

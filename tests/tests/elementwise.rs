@@ -759,7 +759,7 @@ macro_rules! compare_spec {
                     let snap = snapshot(&a);
                     refused!(
                         op(&a, &m23_int(&AI, DType::I64, dev)?),
-                        "compare",
+                        stringify!($name),
                         "to_dtype"
                     );
                     refused!(

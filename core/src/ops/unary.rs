@@ -261,7 +261,7 @@ unary_table! {
         ),
         grad: [x] |g, x, y| g.mul(&clamp_pass_mask(&x()?, lo, hi)?),
         backward: "ClampBackward",
-        inplace: clamp_(Some(-0.5), Some(1.0)),
+        inplace: clamp_(Some(-1.0), Some(1.0)),
         method: pub fn clamp(min: Option<f64>, max: Option<f64>)
             check check_bounds("clamp", min, max); => UnaryOp::Clamp(min, max),
         example: "assert_eq!(x.clamp(Some(-0.5), Some(1.0))?.to_vec::<f32>()?, vec![-0.5, 0.5, 1.0]);",

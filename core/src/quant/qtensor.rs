@@ -171,6 +171,20 @@ impl QTensor {
 
 /// Elements between consecutive channels of the per-channel axis (0 for
 /// per-tensor parameters, where every element is channel 0).
+/// A zeroed output buffer of `shape`, its size checked and its allocation
+/// fallible (NOTE [Checked output sizes]): an out-of-memory is an `Err`,
+/// never an abort.
+fn zeroed_i8(op: &'static str, shape: &[usize]) -> Result<Vec<i8>> {
+    let n = crate::shape::checked_numel(op, shape)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        requested: n,
+        available: None,
+    })?;
+    out.resize(n, 0);
+    Ok(out)
+}
+
 fn channel_stride(op: &'static str, shape: &[usize], params: &QuantParams) -> Result<usize> {
     let Some(axis) = params.axis() else {
         return Ok(0);
@@ -515,7 +529,7 @@ fn convolve(
     let x = input.values.to_vec::<i8>()?;
     let w = filter.values.to_vec::<i8>()?;
     let shape = [g.batch, g.h.output, g.w.output, g.out_channels];
-    let mut out = vec![0i8; shape.iter().product()];
+    let mut out = zeroed_i8(op, &shape)?;
     let requant = Requantize {
         multipliers: &multipliers,
         zero_point: output.zero_point(0),
@@ -572,7 +586,7 @@ pub fn pool2d(
     let (min, max) = act.range(&input.params);
     let x = input.values.to_vec::<i8>()?;
     let shape = [g.batch, g.h.output, g.w.output, g.out_channels];
-    let mut out = vec![0i8; shape.iter().product()];
+    let mut out = zeroed_i8(OP, &shape)?;
     Pool2d {
         geometry: g,
         kind,

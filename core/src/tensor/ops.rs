@@ -181,9 +181,12 @@ pub(crate) fn check_scalar(op: &'static str, dtype: DType, value: f64) -> Result
     })
 }
 
-/// Refuses a unary op's scalar parameter (clamp's and hardtanh's bounds)
-/// that an integer tensor's dtype does not hold: `clamp(0.5)` on an
-/// integer tensor is not `clamp(0)` ([`check_scalar`]).
+/// Refuses a unary op's bound (clamp's and hardtanh's) that is not an
+/// integer on an integer tensor: `clamp(0.5)` on an integer tensor is not
+/// `clamp(0)` (PyTorch promotes to float), nor is `clamp(max=inf)` integer
+/// in PyTorch. An integral bound past the dtype's range is kept: clamping
+/// to it saturates to the range, which is exactly the clamp (`u8` clamped
+/// to `[-1, 2]` is `[0, 2]`, as in PyTorch).
 pub(crate) fn check_unary_scalars(op: UnaryOp, name: &'static str, dtype: DType) -> Result<()> {
     let (lo, hi) = match op {
         UnaryOp::Clamp(lo, hi) => (lo, hi),
@@ -191,7 +194,9 @@ pub(crate) fn check_unary_scalars(op: UnaryOp, name: &'static str, dtype: DType)
         _ => return Ok(()),
     };
     for b in [lo, hi].into_iter().flatten() {
-        check_scalar(name, dtype, b)?;
+        if dtype.is_int() && !(b.is_finite() && b == libm::trunc(b)) {
+            return check_scalar(name, dtype, b);
+        }
     }
     Ok(())
 }
