@@ -116,8 +116,15 @@ impl Dims {
     }
 
     /// The product of all entries (1 for an empty list).
+    ///
+    /// A tensor's shape has a product that fits (NOTE [Checked output
+    /// sizes]) unless a dim is 0, when the product of the others may not
+    /// (`[2^40, 2^40, 0]`): the wrapping product is exact in the first
+    /// case and 0 in the second, with no overflow panic in debug builds.
     pub fn numel(&self) -> usize {
-        self.as_slice().iter().product()
+        self.as_slice()
+            .iter()
+            .fold(1usize, |a, &d| a.wrapping_mul(d))
     }
 
     /// Number of entries.
@@ -311,6 +318,10 @@ pub(crate) fn broadcast_into(
 /// # Errors
 /// [`Error::InvalidArgument`] when the product overflows `usize`.
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    // A zero dim empties the tensor, whatever the other dims' product.
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape.iter().try_fold(1usize, |acc, &d| {
         acc.checked_mul(d).ok_or(Error::InvalidArgument {
             op,
@@ -346,6 +357,10 @@ pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
 /// [`Error::OutOfMemory`] with `requested == usize::MAX` when the element
 /// count or the byte size overflows `usize`.
 pub(crate) fn output_bytes(shape: &[usize], elem_size: usize) -> Result<usize> {
+    // A zero dim empties the tensor, whatever the other dims' product.
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape
         .iter()
         .try_fold(elem_size, |acc, &d| acc.checked_mul(d))

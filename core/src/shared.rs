@@ -172,9 +172,15 @@ const READERS: usize = WAIT_ONE - 1;
 #[cfg(feature = "sync")]
 pub const WRITER_PATIENCE_MS: u64 = 100;
 
-/// Spin rounds of the bounded wait without `std` (NOTE [Writers get in]).
-#[cfg(feature = "sync")]
+/// Spin rounds of the bounded wait without `std` (NOTE [Writers get in]);
+/// fewer under Miri, which has no clock to bound the wait by and whose
+/// every round is interpreted (its scheduler switches threads at each
+/// yield, so a few hundred rounds let a reader finish).
+#[cfg(all(feature = "sync", not(miri)))]
 pub const WRITER_PATIENCE: u32 = 1 << 16;
+/// (Under Miri: see above.)
+#[cfg(all(feature = "sync", miri))]
+pub const WRITER_PATIENCE: u32 = 1 << 9;
 
 #[cfg(feature = "sync")]
 const SPIN_ROUNDS: u32 = 64;

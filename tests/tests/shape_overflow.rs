@@ -255,3 +255,20 @@ fn random_broadcast_matmul_cat_and_repeat_shapes_never_panic() {
         "{overflowed} overflowing, {small} small cases"
     );
 }
+
+/// A zero dim empties a tensor whatever the other dims' product: such a
+/// shape is no overflow (the fuzzer's `strided` target found `deep_clone`
+/// of an `as_strided` view of `[2^40, 2^40, 0]` refused as out of memory).
+#[test]
+fn a_zero_dim_empties_a_tensor_whatever_the_other_dims() {
+    for (_, dev) in devices() {
+        let x = Tensor::zeros(&[4], DType::F32, &dev).unwrap();
+        let v = x.as_strided(&[1 << 40, 1 << 40, 0], &[0, 0, 1], 0).unwrap();
+        assert_eq!(v.numel(), 0);
+        let c = v.deep_clone().unwrap();
+        assert_eq!((c.shape(), c.numel()), (&[1usize << 40, 1 << 40, 0][..], 0));
+        let z = Tensor::zeros(&[1 << 40, 1 << 40, 0], DType::F32, &dev).unwrap();
+        assert_eq!(z.numel(), 0);
+        assert_eq!(z.add(&z).unwrap().numel(), 0);
+    }
+}
