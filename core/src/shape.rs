@@ -318,10 +318,8 @@ pub(crate) fn broadcast_into(
 /// # Errors
 /// [`Error::InvalidArgument`] when the product overflows `usize`.
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
-    // A zero dim empties the tensor, whatever the other dims' product.
-    if shape.contains(&0) {
-        return Ok(0);
-    }
+    // (Conservative: a product of the other dims that overflows is refused
+    // even next to a 0, so no walk ever multiplies such sizes.)
     shape.iter().try_fold(1usize, |acc, &d| {
         acc.checked_mul(d).ok_or(Error::InvalidArgument {
             op,

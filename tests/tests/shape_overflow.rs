@@ -256,19 +256,24 @@ fn random_broadcast_matmul_cat_and_repeat_shapes_never_panic() {
     );
 }
 
-/// A zero dim empties a tensor whatever the other dims' product: such a
-/// shape is no overflow (the fuzzer's `strided` target found `deep_clone`
-/// of an `as_strided` view of `[2^40, 2^40, 0]` refused as out of memory).
+/// A shape with a zero dim beside dims whose product overflows
+/// (`[2^40, 2^40, 0]`) is refused where it is built, conservatively (no
+/// walk then multiplies those sizes), naming the operation. Where the
+/// fuzzer's `strided` target still reached one through a chain of views,
+/// it is empty everywhere it goes: its two inputs (a `deep_clone` refused
+/// as out of memory, a `fill_` walk that multiplied the huge dims before
+/// it saw the 0) are in `fuzz/corpus/strided/regression-*`, replayed by
+/// every fuzz run.
 #[test]
-fn a_zero_dim_empties_a_tensor_whatever_the_other_dims() {
+fn a_zero_dim_beside_huge_dims_is_refused_where_it_is_built() {
     for (_, dev) in devices() {
         let x = Tensor::zeros(&[4], DType::F32, &dev).unwrap();
-        let v = x.as_strided(&[1 << 40, 1 << 40, 0], &[0, 0, 1], 0).unwrap();
-        assert_eq!(v.numel(), 0);
-        let c = v.deep_clone().unwrap();
-        assert_eq!((c.shape(), c.numel()), (&[1usize << 40, 1 << 40, 0][..], 0));
-        let z = Tensor::zeros(&[1 << 40, 1 << 40, 0], DType::F32, &dev).unwrap();
-        assert_eq!(z.numel(), 0);
-        assert_eq!(z.add(&z).unwrap().numel(), 0);
+        let big = 1usize << 40;
+        refused("zeros", || Tensor::zeros(&[big, big, 0], DType::F32, &dev));
+        refused("as_strided", || x.as_strided(&[big, big, 0], &[0, 0, 1], 0));
+        let z = Tensor::zeros(&[1, 1, 0], DType::F32, &dev).unwrap();
+        refused("expand", || z.expand(&[big as isize, big as isize, 0][..]));
+        let faults = FAULTS.with(|v| std::mem::take(&mut *v.borrow_mut()));
+        assert!(faults.is_empty(), "{}", faults.join("\n"));
     }
 }

@@ -194,12 +194,13 @@ impl<const N: usize> Walk<N> {
             strides: [[0; MAX_RANK]; N],
             base,
         };
+        // An empty shape walks nothing; checked before any merge, whose
+        // product of the other sizes may not fit (`[2^40, 2^40, 0]`).
+        if shape.iter().any(|n| n.get() == 0) {
+            return w;
+        }
         for (d, &n) in shape.iter().enumerate().take(MAX_RANK) {
             let n = n.get();
-            if n == 0 {
-                w.rank = 0;
-                return w;
-            }
             if n == 1 {
                 continue;
             }

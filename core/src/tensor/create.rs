@@ -120,6 +120,13 @@ impl Tensor {
         storage: fn(usize, &Device) -> Result<Storage>,
     ) -> Result<Tensor> {
         let nbytes = output_bytes(shape, dtype.size_in_bytes())?;
+        // A 0 beside dims whose product overflows is refused too
+        // (conservatively, NOTE [Checked output sizes]), as the backstop's
+        // out of memory rather than under an internal name.
+        checked_numel("alloc", shape).map_err(|_| Error::OutOfMemory {
+            requested: usize::MAX,
+            available: None,
+        })?;
         let storage = Shared::new(storage(nbytes, device)?);
         Tensor::from_storage(storage, Layout::contiguous(shape)?, dtype)
     }
