@@ -156,6 +156,10 @@ miri_tier() {
     tee -a "$LOG" <"$sync_log"
     rm -f "$sync_log"
     ((sync_ok)) || ok=0
+    # NOTE [Overlapped fuzz builds]: from here on Miri interprets one test
+    # binary at a time (one core), so the fuzz targets' sanitizer builds
+    # start now, on the other core.
+    start_fuzz_build
     # Integration tests (kael-tests builds kael-core with sync, via kael-host).
     local args=()
     for t in "${MIRI_TESTS[@]}"; do args+=(--test "$t"); done
@@ -260,10 +264,11 @@ fuzz_tools() {
 
 # The fuzz targets' sanitizer builds (fuzz/ for kael-core targets in Rc
 # mode, fuzz-host/ for kael-host's, each its own cargo-fuzz workspace and
-# target dir). NOTE [Overlapped fuzz builds]: they start in the background
-# before Miri, whose interpreter keeps one core busy through the long
-# single-threaded runs (the integration tests), so the builds take the
-# other core instead of a stretch of wall time of their own.
+# target dir). NOTE [Overlapped fuzz builds]: when both tiers run, they
+# start in the background once Miri's side-by-side core runs are done:
+# from then on Miri interprets one test binary at a time (the integration
+# tests, the seeds, kael-host), keeping one core busy, so the builds take
+# the other core instead of a stretch of wall time of their own.
 FUZZ_BUILD_LOG="$(mktemp)"
 fuzz_build_pid=""
 fuzz_build() {
@@ -272,6 +277,15 @@ fuzz_build() {
         echo "\$ (cd $dir && cargo +$NIGHTLY fuzz build)"
         (cd "$dir" && nice -n 5 cargo "+$NIGHTLY" fuzz build --fuzz-dir "$ROOT/$dir") || return 1
     done
+}
+
+# start_fuzz_build: the background builds of NOTE [Overlapped fuzz
+# builds], when the fuzz tier runs after Miri in this run.
+start_fuzz_build() {
+    if [[ -z "$fuzz_build_pid" ]] && wants fuzz && fuzz_tools; then
+        fuzz_build >"$FUZZ_BUILD_LOG" 2>&1 &
+        fuzz_build_pid=$!
+    fi
 }
 
 fuzz_tier() {
@@ -350,11 +364,6 @@ tsan_tier() {
     NOTE[tsan]="$((SECONDS - t0))s: kael-tests/concurrency"
 }
 
-if wants fuzz && wants miri && fuzz_tools; then
-    fuzz_build >"$FUZZ_BUILD_LOG" 2>&1 &
-    fuzz_build_pid=$!
-fi
-
 for tier in miri fuzz tsan; do
     if wants "$tier"; then
         "${tier}_tier"
@@ -370,11 +379,6 @@ done
 echo
 echo "=================================================================="
 echo "reliability summary ($((SECONDS - started))s)"
-if wants fuzz && wants miri && fuzz_tools; then
-    fuzz_build >"$FUZZ_BUILD_LOG" 2>&1 &
-    fuzz_build_pid=$!
-fi
-
 for tier in miri fuzz tsan; do
     if wants "$tier"; then
         printf '  %-5s %-8s %s\n' "$tier" "${STATUS[$tier]:-?}" "${NOTE[$tier]:-}"

@@ -283,6 +283,9 @@ pub(crate) fn broadcast_into(
     out: &mut Dims,
 ) -> Result<()> {
     let rank = a.len().max(b.len());
+    // The result's element count, accumulated in the same loop (this is
+    // the small-op path): `overflow` once it passes usize::MAX.
+    let (mut numel, mut overflow) = (1usize, false);
     for i in 0..rank {
         let da = if i + a.len() >= rank {
             a[i + a.len() - rank]
@@ -306,10 +309,17 @@ pub(crate) fn broadcast_into(
             });
         };
         out.push(d)?;
+        let (n, o) = numel.overflowing_mul(d);
+        (numel, overflow) = (n, overflow | o);
     }
     // NOTE [Checked output sizes]: operands that fit can broadcast to a
     // result that does not (two expanded views); refuse it under `op`.
-    checked_numel(op, out.as_slice())?;
+    if overflow {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "the number of elements overflows usize; use a smaller shape",
+        });
+    }
     Ok(())
 }
 
@@ -335,9 +345,11 @@ pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
 // `repeat` of a large view. So each op that builds a shape from user
 // input checks it under its own name (`broadcast_into` for every
 // elementwise op, matmul's plan, `stack`, `repeat`, `cat`, conv and pool
-// geometry, `one_hot`, `expand`), and the output constructors
-// (`Tensor::alloc`, `Tensor::written`) take the byte size from
-// `output_bytes` below, the one backstop. The callers of
+// geometry, `one_hot`, `expand`), and `Tensor::alloc` takes the byte size
+// from `output_bytes` below, the one backstop (`Tensor::written`, the
+// small-op path, checks only the bytes of a count its caller checked,
+// with `Dims::numel`'s wrapping product, exact for a count that fits).
+// The callers of
 // `Tensor::written` pass either an existing tensor's shape (unary, cast,
 // copy, argsort) or one checked above (binary and compare: broadcast;
 // matmul's fast path: `m * n`). `tests/shape_overflow.rs` drives every

@@ -488,15 +488,25 @@ impl Tensor {
     /// element of which `kernel` writes (its bytes are arbitrary before:
     /// see [`Tensor::alloc_for_overwrite`]). The kernel writes through the
     /// output's [`Dst`] before the handle exists, so no lock is taken and no
-    /// layout is rebuilt for it (NOTE [Small-op path]). Its byte size is
-    /// checked (NOTE [Checked output sizes]).
+    /// layout is rebuilt for it (NOTE [Small-op path]). `shape`'s element
+    /// count was checked by whoever built it (NOTE [Checked output
+    /// sizes]); its byte size is checked here.
     pub(crate) fn written(
         shape: &Dims,
         dtype: DType,
         device: &Device,
         kernel: impl FnOnce(Src<'_>) -> Result<()>,
     ) -> Result<Tensor> {
-        let nbytes = crate::shape::output_bytes(shape.as_slice(), dtype.size_in_bytes())?;
+        // (`shape` is an existing tensor's or was checked by the op that
+        // built it, so its element count fits: only the bytes can overflow.)
+        let nbytes =
+            shape
+                .numel()
+                .checked_mul(dtype.size_in_bytes())
+                .ok_or(Error::OutOfMemory {
+                    requested: usize::MAX,
+                    available: None,
+                })?;
         let storage = Storage::shared_for_overwrite(nbytes, device)?;
         let mut layout = Layout::of_shape(shape);
         layout.place_contiguous();
