@@ -687,6 +687,31 @@ fn the_max_pool_family_takes_pytorchs_ties_and_nan_on_every_host_device() -> Res
             [0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0]
         );
         assert!(grad(&xs)?.device().kind() == dev.kind());
+        // Overlapping windows (2x2, stride 1; the general plane loop, not
+        // the 2x2-stride-2 one): 1, 3 / 3, 2 -> the first 3; 3, 1 / 2, NaN
+        // -> the NaN at (1, 2); 1, NaN / NaN, 5 -> the last NaN, (1, 2).
+        let xs = Tensor::from_slice(&x, &[1, 1, 2, 4], &dev)?.requires_grad_(true)?;
+        let y = max_pool2d(&xs, [2, 2], [1, 1], [0, 0])?;
+        let got = y.to_vec::<f32>()?;
+        assert!(got[0] == 3.0 && got[1].is_nan() && got[2].is_nan());
+        y.mul_scalar(2.0)?.sum(&[], false)?.backward()?;
+        assert_eq!(
+            grad(&xs)?.to_vec::<f32>()?,
+            [0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0]
+        );
+        // Through a transposed view (planes not contiguous: the general
+        // walk), the [4, 2] image 1, 3 / 3, 2 / 1, NaN / NaN, 5 with a 2x2
+        // stride-1 pool: the first 3 is x[1, 0]; the NaN of 3, 2 / 1, NaN
+        // is x[1, 2]; the last NaN of 1, NaN / NaN, 5 is x[0, 3].
+        let xt = Tensor::from_slice(&x, &[1, 1, 2, 4], &dev)?.requires_grad_(true)?;
+        let y = max_pool2d(&xt.transpose(2, 3)?, [2, 2], [1, 1], [0, 0])?;
+        let got = y.to_vec::<f32>()?;
+        assert!(got[0] == 3.0 && got[1].is_nan() && got[2].is_nan());
+        y.mul_scalar(2.0)?.sum(&[], false)?.backward()?;
+        assert_eq!(
+            grad(&xt)?.to_vec::<f32>()?,
+            [0.0, 0.0, 0.0, 2.0, 2.0, 0.0, 2.0, 0.0]
+        );
         // Padding above half the kernel is refused by the family's
         // contract too, naming it.
         let g = Geometry {
@@ -959,7 +984,17 @@ fn convolutions_and_pools_by_kernel_match_their_composed_path_on_random_geometri
             let (Ok(m), Ok(a)) = (m, a) else {
                 return Ok(None);
             };
+            // The usual 2x2, stride 2 pool, of contiguous planes and of
+            // transposed ones (NOTE [Pooling planes]'s two paths).
+            let (m2, m3) = match (
+                max_pool2d(&y, [2, 2], [2, 2], [0, 0]),
+                max_pool2d(&y.transpose(2, 3)?, [2, 2], [2, 2], [0, 0]),
+            ) {
+                (Ok(m2), Ok(m3)) => (m2, m3),
+                _ => return Ok(None),
+            };
             let loss = m.sqr()?.sum_all()?.add(&a.sum_all()?)?;
+            let loss = loss.add(&m2.sum_all()?)?.add(&m3.sqr()?.sum_all()?)?;
             loss.backward()?;
             Ok(Some([
                 m.to_vec::<f32>()?,

@@ -181,6 +181,13 @@ pub(crate) fn pool_slices<T: Scalar>(
     x: (&[T], &Layout),
     (d, dl): (&mut [T], &Layout),
 ) {
+    if let Some(planes) = Planes::of(x.1, dl, None) {
+        for (xp, dp, _) in planes.iter() {
+            let y = &mut d[dp..dp + out[0] * out[1]];
+            plane_windows(g, out, &x.0[xp..xp + planes.image], |i, _, v| y[i] = v);
+        }
+        return;
+    }
     let s = dl.strides().as_slice();
     windows(g, out, x, |[b, ch, p, q], _, v| {
         d[dl.offset() + b * s[0] + ch * s[1] + p * s[2] + q * s[3]] = v;
@@ -200,6 +207,17 @@ pub(crate) fn pool_grad_slices<T: Scalar>(
         Some(span) => d[span].fill(T::ZERO),
         None => walk([dl], |[o]| d[o] = T::ZERO),
     }
+    if let Some(planes) = Planes::of(xl, gl, Some(dl)) {
+        // (Here the second layout is the gradient's, the third the result's.)
+        let n = out[0] * out[1];
+        for (xp, gp, dp) in planes.iter() {
+            let (gp, y) = (&gr[gp..gp + n], &mut d[dp..dp + planes.image]);
+            plane_windows(g, out, &x[xp..xp + planes.image], |i, at, _| {
+                y[at] = y[at].add(gp[i]);
+            });
+        }
+        return;
+    }
     let (gs, ds) = (gl.strides(), dl.strides());
     let [h, w] = g.image;
     windows(g, out, (x, xl), |[b, ch, p, q], (r, col), _| {
@@ -210,4 +228,119 @@ pub(crate) fn pool_grad_slices<T: Scalar>(
         let v = gr[gl.offset() + b * gs[0] + ch * gs[1] + p * gs[2] + q * gs[3]];
         d[to] = d[to].add(v);
     });
+}
+
+// NOTE [Pooling planes]
+// The usual operands (contiguous tensors, or a batch range of them on the
+// threaded backend) have every `H x W` plane contiguous. Such a pool runs
+// plane by plane on subslices (`plane_windows`): no per-element stride
+// arithmetic or bounds check, and for the common 2x2, stride 2, unpadded
+// pool four loads and three selects per window. Values, ties and NaN are
+// the general walk's: both visit a window's taps in row-major order and
+// take a larger value or a NaN.
+
+/// Where the planes of up to three `[N, C, ., .]` operands start, when
+/// each one's last two dims are one contiguous plane (NOTE [Pooling
+/// planes]).
+struct Planes<'a> {
+    layouts: [&'a Layout; 3],
+    /// The first operand's plane size `H · W`.
+    image: usize,
+}
+
+impl<'a> Planes<'a> {
+    fn of(a: &'a Layout, b: &'a Layout, c: Option<&'a Layout>) -> Option<Self> {
+        let flat = |l: &Layout| {
+            let (sh, st) = (l.shape().as_slice(), l.strides().as_slice());
+            // (Empty operands take the general walk, which visits nothing.)
+            sh.len() == 4
+                && l.numel() > 0
+                && (st[3] == 1 || sh[3] == 1)
+                && (st[2] == sh[3] || sh[2] == 1)
+        };
+        let c = c.unwrap_or(b);
+        let ok = [a, b, c].iter().all(|l| flat(l));
+        let image = a.shape().as_slice().iter().skip(2).product();
+        ok.then_some(Planes {
+            layouts: [a, b, c],
+            image,
+        })
+    }
+
+    /// Each plane's start in the three operands, in row-major order of
+    /// `[N, C]`.
+    fn iter(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let sh = self.layouts[0].shape().as_slice();
+        let (n, c) = (sh[0], sh[1]);
+        let at = |l: &Layout, b: usize, ch: usize| {
+            let s = l.strides().as_slice();
+            l.offset() + b * s[0] + ch * s[1]
+        };
+        (0..n).flat_map(move |b| {
+            (0..c).map(move |ch| {
+                let [x, y, z] = self.layouts;
+                (at(x, b, ch), at(y, b, ch), at(z, b, ch))
+            })
+        })
+    }
+}
+
+/// Calls `f(output index, input index of the maximum, maximum)` for every
+/// window of one contiguous `H x W` plane, in row-major order of the
+/// output (NOTE [Pooling planes]).
+fn plane_windows<T: Scalar>(
+    g: &Geometry,
+    [oh, ow]: [usize; 2],
+    x: &[T],
+    mut f: impl FnMut(usize, usize, T),
+) {
+    let [h, w] = g.image;
+    let lo = T::from_f64(f64::NEG_INFINITY);
+    if g.kernel == [2, 2] && g.stride == [2, 2] && g.padding == [0, 0] {
+        // Here `2·OH <= H` and `2·OW <= W`.
+        for p in 0..oh {
+            let r0 = 2 * p * w;
+            let (top, bottom) = (&x[r0..r0 + 2 * ow], &x[r0 + w..r0 + w + 2 * ow]);
+            for (q, (t, b)) in top.chunks_exact(2).zip(bottom.chunks_exact(2)).enumerate() {
+                let c0 = r0 + 2 * q;
+                let mut best = lo;
+                let mut at = c0;
+                for (v, i) in [
+                    (t[0], c0),
+                    (t[1], c0 + 1),
+                    (b[0], c0 + w),
+                    (b[1], c0 + w + 1),
+                ] {
+                    let take = (v > best) | v.is_nan();
+                    best = if take { v } else { best };
+                    at = if take { i } else { at };
+                }
+                f(p * ow + q, at, best);
+            }
+        }
+        return;
+    }
+    let range = |o: usize, a: usize, len: usize| {
+        let start = o * g.stride[a];
+        let first = start.saturating_sub(g.padding[a]);
+        let end = (start + g.kernel[a]).saturating_sub(g.padding[a]).min(len);
+        first..end.max(first)
+    };
+    for p in 0..oh {
+        let rows = range(p, 0, h);
+        for q in 0..ow {
+            let cols = range(q, 1, w);
+            let mut at = rows.start * w + cols.start;
+            let mut best = lo;
+            for r in rows.clone() {
+                let row = r * w + cols.start;
+                for (k, &v) in x[row..r * w + cols.end].iter().enumerate() {
+                    let take = (v > best) | v.is_nan();
+                    best = if take { v } else { best };
+                    at = if take { row + k } else { at };
+                }
+            }
+            f(p * ow + q, at, best);
+        }
+    }
 }
