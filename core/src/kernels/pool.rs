@@ -210,7 +210,23 @@ pub(crate) fn pool_grad_slices<T: Scalar>(
     if let Some(planes) = Planes::of(xl, gl, Some(dl)) {
         // (Here the second layout is the gradient's, the third the result's.)
         let n = out[0] * out[1];
+        let w = g.image[1];
+        let halves = g.kernel == [2, 2] && g.stride == [2, 2] && g.padding == [0, 0];
         for (xp, gp, dp) in planes.iter() {
+            if halves {
+                let (x, gp) = (&x[xp..xp + planes.image], &gr[gp..gp + n]);
+                let y = &mut d[dp..dp + planes.image];
+                for p in 0..out[0] {
+                    let r = 2 * p * w..(2 * p + 2) * w;
+                    grad_2x2_rows(
+                        &x[r.clone()],
+                        &gp[p * out[1]..(p + 1) * out[1]],
+                        &mut y[r],
+                        w,
+                    );
+                }
+                continue;
+            }
             let (gp, y) = (&gr[gp..gp + n], &mut d[dp..dp + planes.image]);
             plane_windows(g, out, &x[xp..xp + planes.image], |i, at, _| {
                 y[at] = y[at].add(gp[i]);
@@ -342,5 +358,85 @@ fn plane_windows<T: Scalar>(
             }
             f(p * ow + q, at, best);
         }
+    }
+}
+
+/// The 2x2, stride 2 gradient of one pair of image rows (`x` and `y` hold
+/// `2·W` elements, `g` the `OW` gradients of that output row): each
+/// window's four taps written at once, its gradient at the winner (PyTorch's
+/// rule, as [`plane_windows`]) and zero beside it, so no store lands at a
+/// data-dependent address and no branch depends on the data. The windows do not overlap, so every tap is
+/// written once; a last odd column keeps the zero of the fill.
+fn grad_2x2_rows<T: Scalar>(x: &[T], g: &[T], y: &mut [T], w: usize) {
+    let (xt, xb) = x.split_at(w);
+    let (yt, yb) = y.split_at_mut(w);
+    let pairs = xt
+        .chunks_exact(2)
+        .zip(xb.chunks_exact(2))
+        .zip(yt.chunks_exact_mut(2).zip(yb.chunks_exact_mut(2)))
+        .zip(g);
+    for (((t, b), (ot, ob)), &gv) in pairs {
+        let k = winner_of_4([t[0], t[1], b[0], b[1]]);
+        let at = |i: u8| if k == i { gv } else { T::ZERO };
+        ot[0] = at(0);
+        ot[1] = at(1);
+        ob[0] = at(2);
+        ob[1] = at(3);
+    }
+}
+
+/// Which of four taps in row-major order wins under PyTorch's rule (the
+/// last NaN if there is one, else the first maximum), without a branch on
+/// the data: a sequential `v > best || v.is_nan()` chain compiles to
+/// branches that mispredict on every other window, so the maximum is a
+/// tournament of strict comparisons (an earlier tap keeps a tie) and the
+/// NaN case an integer select over it.
+fn winner_of_4<T: Scalar>(v: [T; 4]) -> u8 {
+    let right01 = v[1] > v[0];
+    let right23 = v[3] > v[2];
+    let (k01, m01) = (u8::from(right01), if right01 { v[1] } else { v[0] });
+    let (k23, m23) = (2 + u8::from(right23), if right23 { v[3] } else { v[2] });
+    let k = if m23 > m01 { k23 } else { k01 };
+    let nan = [v[0].is_nan(), v[1].is_nan(), v[2].is_nan(), v[3].is_nan()];
+    let mut last = k;
+    for (i, &n) in nan.iter().enumerate() {
+        last = if n { i as u8 } else { last };
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::winner_of_4;
+
+    /// PyTorch's CPU loop, as written there: `if val > max || isnan(val)`
+    /// over the taps in order, the first tap the start.
+    fn sequential(v: [f32; 4]) -> u8 {
+        let (mut best, mut at) = (f32::NEG_INFINITY, 0);
+        for (i, &x) in v.iter().enumerate() {
+            if x > best || x.is_nan() {
+                best = x;
+                at = i as u8;
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn the_branch_free_winner_is_pytorchs_on_every_pattern_of_ties_nans_and_infinities() {
+        let vals = [f32::NEG_INFINITY, 1.0, 2.0, f32::NAN, f32::INFINITY];
+        let mut seen = 0;
+        for a in vals {
+            for b in vals {
+                for c in vals {
+                    for d in vals {
+                        let v = [a, b, c, d];
+                        assert_eq!(winner_of_4(v), sequential(v), "{v:?}");
+                        seen += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(seen, 625);
     }
 }

@@ -1,0 +1,42 @@
+use kael_core::backend::Family;
+use kael_core::kernels::im2col::Geometry;
+use kael_core::{DType, Rng, Tensor};
+use std::time::Instant;
+fn main() -> kael_core::Result<()> {
+    let mut rng = Rng::new(1);
+    for dev in [kael_core::Device::cpu(), kael_host::cpu_threaded::device()?] {
+        for shape in [[64usize, 16, 28, 28], [64, 32, 14, 14]] {
+            let g = Geometry {
+                kernel: [2, 2],
+                stride: [2, 2],
+                padding: [0, 0],
+                dilation: [1, 1],
+                image: [shape[2], shape[3]],
+                fill: 0.0,
+            };
+            let w = g.words("mb")?;
+            let x = Tensor::randn(&shape, DType::F32, &dev, &mut rng)?;
+            let gr = Tensor::randn(
+                &[shape[0], shape[1], shape[2] / 2, shape[3] / 2],
+                DType::F32,
+                &dev,
+                &mut rng,
+            )?;
+            let mut tf = Vec::new();
+            let mut tb = Vec::new();
+            for _ in 0..50 {
+                let t = Instant::now();
+                let y = Tensor::declared(Family::MaxPool2d, 0, &w, &[&x])?;
+                tf.push(t.elapsed().as_secs_f64() * 1e3);
+                let t = Instant::now();
+                let d = Tensor::declared(Family::MaxPool2d, 1, &w, &[&x, &gr])?;
+                tb.push(t.elapsed().as_secs_f64() * 1e3);
+                drop((y, d));
+            }
+            tf.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            tb.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!("{shape:?}: fwd {:.3} ms, bwd {:.3} ms", tf[25], tb[25]);
+        }
+    }
+    Ok(())
+}
