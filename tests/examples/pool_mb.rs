@@ -38,5 +38,42 @@ fn main() -> kael_core::Result<()> {
             println!("{shape:?}: fwd {:.3} ms, bwd {:.3} ms", tf[25], tb[25]);
         }
     }
+    for dev in [kael_core::Device::cpu(), kael_host::cpu_threaded::device()?] {
+        for shape in [[64usize, 1, 28, 28], [64, 16, 14, 14]] {
+            let g = Geometry {
+                kernel: [3, 3],
+                stride: [1, 1],
+                padding: [1, 1],
+                dilation: [1, 1],
+                image: [shape[2], shape[3]],
+                fill: 0.0,
+            };
+            let w = g.words("mb")?;
+            let x = Tensor::randn(&shape, DType::F32, &dev, &mut rng)?;
+            let cols = Tensor::randn(
+                &[shape[0], shape[2], shape[3], shape[1], 3, 3],
+                DType::F32,
+                &dev,
+                &mut rng,
+            )?;
+            let mut tf = Vec::new();
+            let mut tb = Vec::new();
+            for _ in 0..50 {
+                let t = Instant::now();
+                let y = Tensor::declared(Family::Im2col, 0, &w, &[&x])?;
+                tf.push(t.elapsed().as_secs_f64() * 1e3);
+                let t = Instant::now();
+                let d = Tensor::declared(Family::Im2col, 1, &w, &[&cols])?;
+                tb.push(t.elapsed().as_secs_f64() * 1e3);
+                drop((y, d));
+            }
+            tf.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            tb.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!(
+                "im2col {shape:?}: im2col {:.3} ms, col2im {:.3} ms",
+                tf[25], tb[25]
+            );
+        }
+    }
     Ok(())
 }

@@ -276,6 +276,35 @@ pub(crate) fn im2col_slices<T: Scalar>(
     (d, dl): (&mut [T], &Layout),
 ) {
     let fill = T::from_f64(f64::from(g.fill));
+    if let Some(span) = flat_rows(g, sl, dl) {
+        flat_walk(
+            g,
+            out,
+            sl,
+            |from, t, dst: &mut [T]| {
+                match from {
+                    Some(from) => {
+                        let n = t.end - t.start;
+                        if let (Ok(dst), Ok(src)) = (
+                            <&mut [T; 3]>::try_from(&mut *dst),
+                            <&[T; 3]>::try_from(&s[from..from + n]),
+                        ) {
+                            *dst = *src; // a whole 3-tap row: three moves
+                            return;
+                        }
+                        dst[..t.start].fill(fill);
+                        for (a, v) in dst[t.start..t.end].iter_mut().zip(&s[from..from + n]) {
+                            *a = *v;
+                        }
+                        dst[t.end..].fill(fill);
+                    }
+                    None => dst.fill(fill),
+                }
+            },
+            &mut d[span],
+        );
+        return;
+    }
     let (kw, cj) = (g.kernel[1], dl.strides()[5]);
     let xj = g.dilation[1] * sl.strides()[3];
     Walk { x: sl, c: dl }.each_row(g, out, |r| {
@@ -317,6 +346,33 @@ pub(crate) fn col2im_slices<T: Scalar>(
         Some(span) => d[span].fill(T::ZERO),
         None => walk([dl], |[o]| d[o] = T::ZERO),
     }
+    if let Some(span) = flat_rows(g, dl, sl) {
+        flat_walk(
+            g,
+            out,
+            dl,
+            |from, t, src: &[T]| {
+                if let Some(from) = from {
+                    let n = t.end - t.start;
+                    if let (Ok(to), Ok(src)) = (
+                        <&mut [T; 3]>::try_from(&mut d[from..from + n]),
+                        <&[T; 3]>::try_from(src),
+                    ) {
+                        // A whole 3-tap row: three adds, in the general order.
+                        to[0] = to[0].add(src[0]);
+                        to[1] = to[1].add(src[1]);
+                        to[2] = to[2].add(src[2]);
+                        return;
+                    }
+                    for (a, v) in d[from..from + n].iter_mut().zip(&src[t.start..t.end]) {
+                        *a = a.add(*v);
+                    }
+                }
+            },
+            &s[span],
+        );
+        return;
+    }
     let cj = sl.strides()[5];
     let xj = g.dilation[1] * dl.strides()[3];
     Walk { x: dl, c: sl }.each_row(g, out, |r| {
@@ -328,4 +384,83 @@ pub(crate) fn col2im_slices<T: Scalar>(
             }
         }
     });
+}
+
+// NOTE [Flat im2col rows]
+// The usual operands (an image whose rows are unit-stride, columns
+// contiguous, no column dilation) walk the columns front to back as
+// `KW`-element chunks: each chunk is one kernel row of one window, read
+// from (or added into) one image row. No per-element stride arithmetic;
+// a whole 3-tap row is three moves. The order of the columns is the
+// general walk's, so `col2im`'s sums are the same sums in the same order.
+
+/// The span of the columns' elements when [`flat_walk`] applies (NOTE
+/// [Flat im2col rows]): `x`'s rows unit-stride, the columns contiguous,
+/// no column dilation, and neither empty.
+fn flat_rows(g: &Geometry, x: &Layout, cols: &Layout) -> Option<core::ops::Range<usize>> {
+    let xs = x.strides().as_slice();
+    let unit = xs.get(3) == Some(&1) || x.shape().as_slice().get(3) == Some(&1);
+    let ok = unit && g.dilation[1] == 1 && x.numel() > 0 && cols.numel() > 0;
+    ok.then(|| cols.contiguous_span()).flatten()
+}
+
+/// Calls `f(start of the image row's taps, taps, chunk)` for every
+/// `KW`-element chunk of `cols` in order; the start is `None` for a row of
+/// padding (NOTE [Flat im2col rows]).
+fn flat_walk<C>(
+    g: &Geometry,
+    [oh, ow]: [usize; 2],
+    xl: &Layout,
+    mut f: impl FnMut(Option<usize>, core::ops::Range<usize>, C),
+    cols: impl ChunksOf<Item = C>,
+) {
+    let xs = xl.strides().as_slice();
+    let (n, c) = (xl.shape()[0], xl.shape()[1]);
+    let [kh, kw] = g.kernel;
+    let [h, w] = g.image;
+    let mut chunks = cols.chunks(kw);
+    for b in 0..n {
+        for p in 0..oh {
+            for q in 0..ow {
+                let t = taps(q, g.stride[1], 1, g.padding[1], w, kw);
+                // The image column tap `t.start` reads.
+                let col = (q * g.stride[1] + t.start).saturating_sub(g.padding[1]);
+                for ch in 0..c {
+                    let xo = xl.offset() + b * xs[0] + ch * xs[1] + col;
+                    for i in 0..kh {
+                        let Some(chunk) = chunks.next() else {
+                            return; // (not reached: the contract sized `cols`)
+                        };
+                        let y = p * g.stride[0] + i * g.dilation[0];
+                        // (A window whose columns are all padding reads
+                        // no image row.)
+                        let row = y
+                            .checked_sub(g.padding[0])
+                            .filter(|&r| r < h && !t.is_empty());
+                        f(row.map(|r| xo + r * xs[2]), t.clone(), chunk);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `chunks_exact` of a shared or a mutable slice, for [`flat_walk`].
+trait ChunksOf {
+    type Item;
+    fn chunks(self, k: usize) -> impl Iterator<Item = Self::Item>;
+}
+
+impl<'a, T> ChunksOf for &'a [T] {
+    type Item = &'a [T];
+    fn chunks(self, k: usize) -> impl Iterator<Item = &'a [T]> {
+        self.chunks_exact(k.max(1))
+    }
+}
+
+impl<'a, T> ChunksOf for &'a mut [T] {
+    type Item = &'a mut [T];
+    fn chunks(self, k: usize) -> impl Iterator<Item = &'a mut [T]> {
+        self.chunks_exact_mut(k.max(1))
+    }
 }
