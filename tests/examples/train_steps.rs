@@ -44,7 +44,15 @@ impl Init<'_> {
         Ok(t)
     }
 
-    fn conv_bn(&mut self, o: usize, i: usize, k: [usize; 2], stride: usize, pad: [usize; 2], groups: usize) -> Result<ConvBn> {
+    fn conv_bn(
+        &mut self,
+        o: usize,
+        i: usize,
+        k: [usize; 2],
+        stride: usize,
+        pad: [usize; 2],
+        groups: usize,
+    ) -> Result<ConvBn> {
         let fan_in = (i / groups * k[0] * k[1]) as f64;
         let w = self.leaf(&[o, i / groups, k[0], k[1]], (2.0 / fan_in).sqrt())?;
         let gamma = Tensor::ones(&[o], DType::F32, self.dev)?.requires_grad_(true)?;
@@ -68,14 +76,39 @@ impl ConvBn {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = self.stride;
         let y = conv2d(x, &self.w, None, [s, s], self.pad, [1, 1], self.groups)?;
-        batch_norm(&y, Some(&self.mean), Some(&self.var), Some(&self.gamma), Some(&self.beta), true, 0.1, 1e-5)
+        batch_norm(
+            &y,
+            Some(&self.mean),
+            Some(&self.var),
+            Some(&self.gamma),
+            Some(&self.beta),
+            true,
+            0.1,
+            1e-5,
+        )
     }
 }
 
 enum Model {
-    Cnn { w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, wl: Tensor },
-    DsCnn { first: ConvBn, blocks: Vec<(ConvBn, ConvBn)>, wl: Tensor, bl: Tensor },
-    ResNet8 { first: ConvBn, stacks: Vec<(ConvBn, ConvBn, Option<ConvBn>)>, wl: Tensor, bl: Tensor },
+    Cnn {
+        w1: Tensor,
+        b1: Tensor,
+        w2: Tensor,
+        b2: Tensor,
+        wl: Tensor,
+    },
+    DsCnn {
+        first: ConvBn,
+        blocks: Vec<(ConvBn, ConvBn)>,
+        wl: Tensor,
+        bl: Tensor,
+    },
+    ResNet8 {
+        first: ConvBn,
+        stacks: Vec<(ConvBn, ConvBn, Option<ConvBn>)>,
+        wl: Tensor,
+        bl: Tensor,
+    },
 }
 
 impl Model {
@@ -89,7 +122,12 @@ impl Model {
                 let n = h.shape()[0];
                 h.reshape(&[n, 1568])?.matmul(wl)
             }
-            Model::DsCnn { first, blocks, wl, bl } => {
+            Model::DsCnn {
+                first,
+                blocks,
+                wl,
+                bl,
+            } => {
                 let mut h = first.forward(x)?.relu()?;
                 for (dw, pw) in blocks {
                     h = dw.forward(&h)?.relu()?;
@@ -97,7 +135,12 @@ impl Model {
                 }
                 h.mean(&[2, 3], false)?.matmul(wl)?.add(bl)
             }
-            Model::ResNet8 { first, stacks, wl, bl } => {
+            Model::ResNet8 {
+                first,
+                stacks,
+                wl,
+                bl,
+            } => {
                 let mut h = first.forward(x)?.relu()?;
                 for (a, b, short) in stacks {
                     let y = b.forward(&a.forward(&h)?.relu()?)?;
@@ -114,7 +157,11 @@ impl Model {
 }
 
 fn build(name: &str, dev: &Device) -> Result<(Model, Vec<Tensor>, Tensor, Tensor)> {
-    let mut init = Init { dev, rng: Rng::new(1), params: Vec::new() };
+    let mut init = Init {
+        dev,
+        rng: Rng::new(1),
+        params: Vec::new(),
+    };
     let mut data = Rng::new(2);
     let (model, x, classes) = match name {
         "cnn" => {
@@ -137,7 +184,16 @@ fn build(name: &str, dev: &Device) -> Result<(Model, Vec<Tensor>, Tensor, Tensor
             let wl = init.leaf(&[64, 12], 0.125)?;
             let bl = init.leaf(&[12], 0.0)?;
             let x = Tensor::randn(&[64, 1, 49, 10], DType::F32, dev, &mut data)?;
-            (Model::DsCnn { first, blocks, wl, bl }, x, 12)
+            (
+                Model::DsCnn {
+                    first,
+                    blocks,
+                    wl,
+                    bl,
+                },
+                x,
+                12,
+            )
         }
         "resnet8" => {
             let first = init.conv_bn(16, 3, [3, 3], 1, [1, 1], 1)?;
@@ -145,13 +201,26 @@ fn build(name: &str, dev: &Device) -> Result<(Model, Vec<Tensor>, Tensor, Tensor
             for (i, o, s) in [(16, 16, 1), (16, 32, 2), (32, 64, 2)] {
                 let a = init.conv_bn(o, i, [3, 3], s, [1, 1], 1)?;
                 let b = init.conv_bn(o, o, [3, 3], 1, [1, 1], 1)?;
-                let short = if s == 1 { None } else { Some(init.conv_bn(o, i, [1, 1], s, [0, 0], 1)?) };
+                let short = if s == 1 {
+                    None
+                } else {
+                    Some(init.conv_bn(o, i, [1, 1], s, [0, 0], 1)?)
+                };
                 stacks.push((a, b, short));
             }
             let wl = init.leaf(&[64, 10], 0.125)?;
             let bl = init.leaf(&[10], 0.0)?;
             let x = Tensor::randn(&[32, 3, 32, 32], DType::F32, dev, &mut data)?;
-            (Model::ResNet8 { first, stacks, wl, bl }, x, 10)
+            (
+                Model::ResNet8 {
+                    first,
+                    stacks,
+                    wl,
+                    bl,
+                },
+                x,
+                10,
+            )
         }
         _ => {
             return Err(kael_core::Error::InvalidArgument {
@@ -161,7 +230,11 @@ fn build(name: &str, dev: &Device) -> Result<(Model, Vec<Tensor>, Tensor, Tensor
         }
     };
     let n = x.shape()[0];
-    let y = Tensor::from_slice(&(0..n as i64).map(|i| i % classes).collect::<Vec<i64>>(), &[n], dev)?;
+    let y = Tensor::from_slice(
+        &(0..n as i64).map(|i| i % classes).collect::<Vec<i64>>(),
+        &[n],
+        dev,
+    )?;
     Ok((model, init.params, x, y))
 }
 

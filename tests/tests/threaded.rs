@@ -125,6 +125,24 @@ fn ops() -> Vec<(String, Op)> {
                 a.contiguous()?.sum(&[0, 1], false)
             }
         }),
+        (
+            "sum around dim 1 of a copy (batch-norm statistics)",
+            |a, _| {
+                if a.rank() < 3 {
+                    a.sum_all()
+                } else {
+                    let rest: Vec<isize> = (2..a.rank() as isize).collect();
+                    a.contiguous()?.sum(&[&[0], &rest[..]].concat(), true)
+                }
+            },
+        ),
+        ("sum trailing two dims of a copy (global pool)", |a, _| {
+            if a.rank() < 3 {
+                a.sum_all()
+            } else {
+                a.contiguous()?.sum(&[-2, -1], false)
+            }
+        }),
         ("argmax last dim", |a, _| {
             if a.numel() == 0 {
                 a.sum_all()

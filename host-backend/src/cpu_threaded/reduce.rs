@@ -1,5 +1,5 @@
-//! Reductions over the last dim or over everything (sum, max, min) and
-//! arg-reductions, for contiguous f32/f64; rows in parallel,
+//! Reductions over the last dim, the leading dims, every dim around one
+//! block of kept dims, or everything (sum, max, min), and arg-reductions, for contiguous f32/f64; rows in parallel,
 //! inner loops written over lanes so they vectorise. Everything else goes
 //! to the reference kernels.
 //!
@@ -83,6 +83,14 @@ pub(super) fn reduce(
         && matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min)
         && !core::ptr::eq(src.storage, dst.storage);
     if !fits {
+        // (A public op reduces several dims only to sum them.)
+        if let (ReduceOp::Sum, Some(split)) = (op, middle(src, dims, dst)) {
+            return match src.dtype {
+                DType::F32 => sum_middle::<f32>(par, src, split, dst),
+                DType::F64 => sum_middle::<f64>(par, src, split, dst),
+                _ => reference::reduce(op, src, dims, dst),
+            };
+        }
         return reference::reduce(op, src, dims, dst);
     }
     if leading && !all {
@@ -150,6 +158,57 @@ fn reduce_as<T: Fl>(
         for (i, o) in out.iter_mut().enumerate() {
             let r = start + i;
             *o = one(&s[r * row..(r + 1) * row]);
+        }
+    });
+    Ok(())
+}
+
+/// `[outer, keep, inner]` when `dims` are every dim but one block of
+/// consecutive kept dims with reduced dims on both sides (a batch norm's
+/// statistics: `[N, C, H, W]` over `0, 2, 3`) or after them (a global
+/// average pool: over `2, 3`), of a contiguous f32/f64 source into a
+/// contiguous destination of its own.
+fn middle(src: Src<'_>, dims: &[usize], dst: Dst<'_>) -> Option<[usize; 3]> {
+    let shape = src.layout.shape().as_slice();
+    let kept: Vec<usize> = (0..shape.len()).filter(|d| !dims.contains(d)).collect();
+    let (&first, &last) = (kept.first()?, kept.last()?);
+    let block = last - first + 1 == kept.len() && last + 1 < shape.len();
+    let fits = block
+        && src.dtype == dst.dtype
+        && matches!(src.dtype, DType::F32 | DType::F64)
+        && src.layout.is_contiguous()
+        && dst.layout.is_contiguous()
+        && src.layout.numel() > 0
+        && !core::ptr::eq(src.storage, dst.storage);
+    let product = |r: &[usize]| r.iter().product::<usize>();
+    let split = [
+        product(&shape[..first]),
+        product(&shape[first..=last]),
+        product(&shape[last + 1..]),
+    ];
+    (fits && dst.layout.numel() == split[1]).then_some(split)
+}
+
+/// Sums a contiguous `[outer, keep, inner]` source over `outer` and
+/// `inner`: each thread owns a run of kept indices and sums their rows
+/// (in f64, in row order).
+fn sum_middle<T: Fl>(
+    par: &Par<'_>,
+    src: Src<'_>,
+    [outer, keep, inner]: [usize; 3],
+    dst: Dst<'_>,
+) -> Result<()> {
+    let gs = src.storage.read("reduce")?;
+    let (so, n) = (src.layout.offset(), src.layout.numel());
+    let s = &cast_slice::<T>(gs.bytes())?[so..so + n];
+    let mut gd = dst.storage.write("reduce")?;
+    let off = dst.layout.offset();
+    let d = &mut cast_slice_mut::<T>(gd.bytes_mut())?[off..off + keep];
+    let row = |o: usize, m: usize| &s[(o * keep + m) * inner..(o * keep + m + 1) * inner];
+    par.for_chunks(d, |start, out| {
+        for (i, v) in out.iter_mut().enumerate() {
+            let m = start + i;
+            *v = T::from_f64((0..outer).map(|o| sum_f64(row(o, m))).sum());
         }
     });
     Ok(())
