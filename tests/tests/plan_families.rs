@@ -728,11 +728,13 @@ fn the_max_pool_family_takes_pytorchs_ties_and_nan_on_every_host_device() -> Res
     Ok(())
 }
 
-/// A small CNN: conv (1 -> 4, 3x3, padding 1), relu, 2x2 max pool, conv
-/// (4 -> 6, 3x3, stride 2, dilation 1), avg pool 2x2 padding 1, linear.
+/// A small CNN: conv (1 -> 4, 3x3, padding 1), relu, 2x2 max pool,
+/// depthwise conv (4 channels, 3x3, padding 1), conv (4 -> 6, 3x3, stride
+/// 2, dilation 1), avg pool 2x2 padding 1, linear.
 struct Cnn {
     c1: Tensor,
     b1: Tensor,
+    dw: Tensor,
     c2: Tensor,
     head: Tensor,
 }
@@ -749,6 +751,7 @@ impl Cnn {
         Ok(Cnn {
             c1: leaf(&[4, 1, 3, 3], 0.4)?,
             b1: leaf(&[4], 0.1)?,
+            dw: leaf(&[4, 1, 3, 3], 0.4)?,
             c2: leaf(&[6, 2, 3, 3], 0.3)?,
             head: leaf(&[54, 3], 0.3)?,
         })
@@ -758,6 +761,7 @@ impl Cnn {
         vec![
             self.c1.clone(),
             self.b1.clone(),
+            self.dw.clone(),
             self.c2.clone(),
             self.head.clone(),
         ]
@@ -766,6 +770,7 @@ impl Cnn {
     fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Tensor> {
         let h = conv2d(x, &self.c1, Some(&self.b1), [1, 1], [1, 1], [1, 1], 1)?.relu()?;
         let h = max_pool2d(&h, [2, 2], [2, 2], [0, 0])?;
+        let h = conv2d(&h, &self.dw, None, [1, 1], [1, 1], [1, 1], 4)?;
         // Grouped (2 groups), strided.
         let h = conv2d(&h, &self.c2, None, [2, 2], [1, 1], [1, 1], 2)?.tanh()?;
         let h = avg_pool2d(&h, [2, 2], [1, 1], [1, 1], false)?;
@@ -801,7 +806,7 @@ fn a_cnn_training_step_replays_30_steps_bit_for_bit() -> Result<()> {
         Ok(loss)
     };
     let (loss, rec) = tracer.record(&mut step)?;
-    let names = ["c1", "b1", "c2", "head"];
+    let names = ["c1", "b1", "dw", "c2", "head"];
     let params = cnn.params();
     let mut binds = vec![Binding::output("loss", &loss)];
     binds.extend(names.iter().zip(&params).map(|(n, p)| Binding::state(n, p)));
@@ -814,8 +819,8 @@ fn a_cnn_training_step_replays_30_steps_bit_for_bit() -> Result<()> {
             eager_loss = step()?.to_vec::<f32>()?;
         }
         let mut l = [0.0f32];
-        let [a, b, c, d] = &mut state[..] else {
-            unreachable!("four parameters")
+        let [a, b, dw, c, d] = &mut state[..] else {
+            unreachable!("five parameters")
         };
         plan.run(
             bytemuck::cast_slice_mut(&mut arena),
@@ -823,6 +828,7 @@ fn a_cnn_training_step_replays_30_steps_bit_for_bit() -> Result<()> {
                 Bind::output("loss", &mut l),
                 Bind::state("c1", a),
                 Bind::state("b1", b),
+                Bind::state("dw", dw),
                 Bind::state("c2", c),
                 Bind::state("head", d),
             ],
@@ -833,10 +839,12 @@ fn a_cnn_training_step_replays_30_steps_bit_for_bit() -> Result<()> {
         }
         losses.push(l[0]);
     }
-    // The plan runs the im2col and max_pool2d families (no view
-    // backward), and it trains.
+    // The plan runs the im2col, max_pool2d and depthwise families (no
+    // view backward), and it trains.
     let ops = plan.as_ref().ops()?;
-    assert!(ops & Family::Im2col.bits() != 0 && ops & Family::MaxPool2d.bits() != 0);
+    for f in [Family::Im2col, Family::MaxPool2d, Family::Depthwise2d] {
+        assert!(ops & f.bits() != 0, "{f:?}");
+    }
     assert!(losses[29] < 0.5 * losses[0], "{losses:?}");
     Ok(())
 }
@@ -926,7 +934,8 @@ fn a_batch_norm_training_step_replays_with_its_counter_as_i64_state() -> Result<
 /// numpy and PyTorch in `nn.rs`, `nn_functional.rs` and the parity suite).
 fn composing_device() -> kael_core::Device {
     use kael_core::cpu::{CpuBackend, dtypes, ops};
-    const WITHOUT: u128 = ops::ALL & !Family::Im2col.bits() & !Family::MaxPool2d.bits();
+    const WITHOUT: u128 =
+        ops::ALL & !Family::Im2col.bits() & !Family::MaxPool2d.bits() & !Family::Depthwise2d.bits();
     let be = CpuBackend::<{ dtypes::ALL }, WITHOUT>::with_allocator(
         kael_core::shared::Shared::new(kael_core::allocator::GlobalAllocator::new()),
     );
@@ -1020,6 +1029,78 @@ fn convolutions_and_pools_by_kernel_match_their_composed_path_on_random_geometri
     }
     // (Both devices per geometry; most geometries fit.)
     assert!(compared >= 40, "only {compared} comparisons");
+    Ok(())
+}
+
+/// The depthwise family (`groups == C == O`) against the composed path
+/// (windows and a grouped product), forward and both gradients, with and
+/// without bias, on random geometries (stride, padding, dilation, sizes),
+/// contiguous and transposed inputs.
+#[test]
+fn depthwise_convolutions_by_kernel_match_their_composed_path_on_random_geometries() -> Result<()> {
+    let threaded = kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .parallel_threshold(1)
+        .build()?;
+    let reference = composing_device();
+    let mut r = Rng::new(7);
+    let mut pick = |n: u64| (r.next_u64() % n) as usize;
+    let mut compared = 0;
+    for case in 0..40 {
+        let (n, c) = (1 + pick(3), 1 + pick(4));
+        let (h, w) = (3 + pick(6), 3 + pick(6));
+        let k = [1 + pick(3), 1 + pick(4)];
+        let s = [1 + pick(2), 1 + pick(2)];
+        let d = [1 + pick(2), 1 + pick(2)];
+        let p = [pick(3), pick(3)];
+        let (bias, transposed) = (case % 2 == 0, case % 3 == 0);
+        let mut rng = Rng::new(100 + case);
+        let xv = Tensor::randn(&[n, c, h, w], DType::F32, &reference, &mut rng)?.to_vec::<f32>()?;
+        let wv = Tensor::randn(&[c, 1, k[0], k[1]], DType::F32, &reference, &mut rng)?
+            .to_vec::<f32>()?;
+        let bv = Tensor::randn(&[c], DType::F32, &reference, &mut rng)?.to_vec::<f32>()?;
+        let run = |dev: &kael_core::Device| -> Result<Option<[Vec<f32>; 4]>> {
+            let x = Tensor::from_slice(&xv, &[n, c, h, w], dev)?.requires_grad_(true)?;
+            let wt = Tensor::from_slice(&wv, &[c, 1, k[0], k[1]], dev)?.requires_grad_(true)?;
+            let b = Tensor::from_slice(&bv, &[c], dev)?.requires_grad_(true)?;
+            // (Transposed: the same values through planes whose columns
+            // are not unit-stride.)
+            let xin = if transposed {
+                x.transpose(2, 3)?.contiguous()?.transpose(2, 3)?
+            } else {
+                x.clone()
+            };
+            let y = match conv2d(&xin, &wt, bias.then_some(&b), s, p, d, c) {
+                Ok(y) => y,
+                Err(_) => return Ok(None), // a geometry both refuse
+            };
+            y.sqr()?.sum_all()?.backward()?;
+            Ok(Some([
+                y.to_vec::<f32>()?,
+                grad(&x)?.to_vec::<f32>()?,
+                grad(&wt)?.to_vec::<f32>()?,
+                if bias {
+                    grad(&b)?.to_vec::<f32>()?
+                } else {
+                    vec![]
+                },
+            ]))
+        };
+        let want = run(&reference)?;
+        for dev in [kael_core::Device::cpu(), threaded.clone()] {
+            match (run(&dev)?, &want) {
+                (Some(g), Some(e)) => {
+                    for (i, what) in ["y", "dx", "dw", "db"].iter().enumerate() {
+                        close(&g[i], &e[i], &format!("case {case}: {what}"));
+                    }
+                    compared += 1;
+                }
+                (None, None) => {}
+                _ => panic!("case {case}: one path refused the geometry, the other did not"),
+            }
+        }
+    }
+    assert!(compared >= 60, "only {compared} comparisons");
     Ok(())
 }
 

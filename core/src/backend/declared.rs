@@ -105,12 +105,21 @@ pub trait Declared {
         Some(0)
     }
 
-    /// Whether dim 0 of every operand of `step` is one batch dimension,
+    /// Whether dim 0 of every operand of `step` (but the
+    /// [shared](Declared::shared_inputs) inputs) is one batch dimension,
     /// and the step on a range of it is the step on that range: a
     /// threaded backend may then run ranges of the batch in parallel.
     fn batched(step: usize) -> bool {
         let _ = step;
         false
+    }
+
+    /// The inputs of a batched step that are not split (bit `i`: input
+    /// `i`): every range of the batch reads them whole (a depthwise
+    /// convolution's weight).
+    fn shared_inputs(step: usize) -> u8 {
+        let _ = step;
+        0
     }
 
     /// Runs the step on slices. Called only after [`check`] passed for

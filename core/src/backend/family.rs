@@ -109,8 +109,9 @@ macro_rules! families {
             }
 
             /// For a declared family's `step`, the step that computes its
-            /// input's gradient from the step's input and the output's
-            /// gradient (`grad:`; a nonlinear step such as a max pool).
+            /// first input's gradient from the step's inputs and the
+            /// output's gradient (`grad:`; a nonlinear step such as a max
+            /// pool); input `i`'s gradient is the step `i` after it.
             pub const fn grad(self, step: usize) -> Option<usize> {
                 let _ = step;
                 #[allow(unreachable_patterns)]
@@ -169,6 +170,15 @@ macro_rules! families {
                 match f {
                     $($(Family::$id => <$kernel as Declared>::batched(step),)?)*
                     _ => false,
+                }
+            }
+
+            /// The inputs of a batched step every range reads whole.
+            pub(crate) fn shared_inputs(f: Family, step: usize) -> u8 {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => <$kernel as Declared>::shared_inputs(step),)?)*
+                    _ => 0,
                 }
             }
 
@@ -271,6 +281,13 @@ families! {
     MaxPool2d {
         name: "max_pool2d", bits: 1 << 125, plan: [24, 25], kind: Fused,
         kernel: crate::kernels::pool::MaxPool2d, grad: [1]
+    }
+    /// A depthwise convolution (`groups == C == O`) and its two gradients
+    /// (`kernels::depthwise`); without it `conv2d` takes `im2col`'s
+    /// windows and a grouped product.
+    Depthwise2d {
+        name: "depthwise_conv2d", bits: 1 << 123, plan: [27, 28, 29], kind: Fused,
+        kernel: crate::kernels::depthwise::Depthwise2d, grad: [1]
     }
     /// Integers plus a constant (`kernels::count`): how a plan carries an
     /// integer counter (a batch norm's `num_batches_tracked`).

@@ -134,6 +134,13 @@ pub fn declared_batched(family: crate::backend::Family, step: usize) -> bool {
     crate::backend::family::declared_rows::batched(family, step)
 }
 
+/// The inputs of a batched declared step that every range of the batch
+/// reads whole
+/// ([`Declared::shared_inputs`](crate::backend::declared::Declared::shared_inputs)).
+pub fn declared_shared_inputs(family: crate::backend::Family, step: usize) -> u8 {
+    crate::backend::family::declared_rows::shared_inputs(family, step)
+}
+
 /// A declared step's contract on `call`'s operands
 /// ([`check`](crate::backend::declared::check)), and the scratch bytes it
 /// needs: what a backend checks before it runs the step's kernel on

@@ -21,6 +21,7 @@
 pub(crate) const KERNEL_DTYPES: u16 = crate::cpu::dtypes::F32;
 
 pub mod count;
+pub mod depthwise;
 pub mod im2col;
 pub mod pool;
 pub mod scatter;

@@ -757,6 +757,15 @@ fn conv2d_core(
     let c = x.shape()[1];
     let eh = dilated(op, kh, g.dilation[0])?;
     let ew = dilated(op, kw, g.dilation[1])?;
+    if groups == c && o == c && cg == 1 {
+        // A depthwise convolution: the device's direct kernel, if any.
+        if let Some(y) = super::im2col::depthwise(op, x, w, g.stride, g.padding, g.dilation)? {
+            return match b {
+                Some(b) => y.add(&b.reshape(&[o, 1, 1])?),
+                None => Ok(y),
+            };
+        }
+    }
     // `[N, OH, OW, C, KH, KW]`: the device's im2col kernel, or views.
     let rows = super::im2col::windows(op, x, [kh, kw], g.stride, g.padding, g.dilation, 0.0)?;
     let win = match rows {

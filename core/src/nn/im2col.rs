@@ -1,6 +1,7 @@
 //! Convolution and pooling through the device's declared families (NOTE
 //! [Declared families]): windows by `im2col` (whose gradient is its
-//! adjoint `col2im`) and max pooling by `max_pool2d`; `None` where the
+//! adjoint `col2im`), max pooling by `max_pool2d` and depthwise
+//! convolutions by `depthwise_conv2d`; `None` where the
 //! device lacks the family, and the caller composes the op instead.
 
 use crate::backend::{Family, Provenance};
@@ -60,6 +61,35 @@ pub(super) fn max_pool(
         fill: 0.0,
     };
     step0(op, Family::MaxPool2d, x, &g)
+}
+
+/// A depthwise convolution of batched `x [N, C, H, W]` with `w [C, 1, KH,
+/// KW]` through the device's `depthwise_conv2d` family (both gradients
+/// are the family's), or `None` on a device without it. The caller has
+/// checked the geometry and that `groups == C == O`.
+pub(super) fn depthwise(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+) -> Result<Option<Tensor>> {
+    let (s, k) = (x.shape(), w.shape());
+    if !runs(x, Family::Depthwise2d) || w.dtype() != DType::F32 {
+        return Ok(None);
+    }
+    let g = Geometry {
+        kernel: [k[2], k[3]],
+        stride,
+        padding,
+        dilation,
+        image: [s[2], s[3]],
+        fill: 0.0,
+    };
+    Tensor::declared(Family::Depthwise2d, 0, &g.words(op)?, &[x, w])
+        .map(Some)
+        .map_err(|e| e.renamed(op))
 }
 
 /// `family`'s first step on `x` with geometry `g`, errors named as `op`;

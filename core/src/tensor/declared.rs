@@ -85,7 +85,14 @@ impl Tensor {
             (None, Some(s)) => Some((s, true)),
             (None, None) => None,
         };
-        if needs && (grad.is_none() || inputs.len() != 1) {
+        // (An adjoint is the gradient of a one-input step; a `grad:` row
+        // gives one gradient step per input.)
+        let declared = match grad {
+            Some((_, false)) => inputs.len() == 1,
+            Some((_, true)) => true,
+            None => false,
+        };
+        if needs && !declared {
             return Err(Error::Autograd {
                 op,
                 reason: "this kernel family declares no gradient for this step; call it under no_grad or detach its inputs",
@@ -123,7 +130,10 @@ impl Tensor {
                     family,
                     step: gs,
                     params: params.into(),
-                    saved: with_input.then(|| SavedTensor::input(first)),
+                    saved: match with_input {
+                        true => inputs.iter().map(|t| SavedTensor::input(t)).collect(),
+                        false => alloc::boxed::Box::default(),
+                    },
                 })
             })?;
         }

@@ -28,6 +28,7 @@ pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
         return reference::run_declared(call);
     }
     let need = reference::declared_contract(call)?;
+    let shared = reference::declared_shared_inputs(call.family, call.step);
     let op = call.family.name();
     let pieces = batch.min(par.threads * 4);
     let bound = |i: usize| i * batch / pieces;
@@ -59,7 +60,8 @@ pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
             rest = tail;
         }
     }
-    // Each piece's layouts: the inputs narrowed to its rows, the outputs
+    // Each piece's layouts: the inputs narrowed to its rows (those the step
+    // shares, whole), the outputs
     // contiguous from the start of its bytes.
     let mut layouts: Vec<(Vec<Layout>, Vec<Layout>)> = Vec::with_capacity(pieces);
     for i in 0..pieces {
@@ -67,7 +69,11 @@ pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
         let ins = call
             .srcs
             .iter()
-            .map(|s| s.layout.narrow(0, b0, n))
+            .enumerate()
+            .map(|(k, s)| match shared >> k & 1 {
+                1 => Ok(s.layout.clone()),
+                _ => s.layout.narrow(0, b0, n),
+            })
             .collect::<Result<Vec<_>>>()?;
         let outs = call
             .dsts

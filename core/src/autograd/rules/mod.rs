@@ -228,16 +228,17 @@ pub enum Rule {
     /// A step of a declared family (NOTE [Declared families]): the
     /// gradient is the step its table row names (`adjoint:` for a linear
     /// step, run on the output's gradient; `grad:`, run on the saved
-    /// input and the output's gradient), with the same parameter words.
+    /// inputs and the output's gradient, input `i`'s the `i`-th step from
+    /// it), with the same parameter words.
     Declared {
         /// The family.
         family: crate::backend::Family,
-        /// The gradient's step.
+        /// The (first) gradient's step.
         step: usize,
         /// The parameter words.
         params: Box<[u32]>,
-        /// The input, for a `grad:` step (none for an adjoint).
-        saved: Option<SavedTensor>,
+        /// The inputs, for a `grad:` step (none for an adjoint).
+        saved: Box<[SavedTensor]>,
     },
     /// In-place elementwise unary op (inputs: old self), with the op's own
     /// gradient formula.
@@ -383,7 +384,7 @@ impl Rule {
             } => old_self.is_some() || other.is_some() || out.is_some(),
             Rule::CopySlices { inner, .. } => inner.saves_tensors(),
             Rule::InplaceUnary { x, out, .. } => x.is_some() || out.is_some(),
-            Rule::Declared { saved, .. } => saved.is_some(),
+            Rule::Declared { saved, .. } => !saved.is_empty(),
             _ => true,
         }
     }
@@ -421,7 +422,7 @@ impl Rule {
             Rule::CopySlices { inner, .. } => inner.into_saved_grad_fns(stack),
             Rule::Prod { x, .. } => push(Some(x)),
             Rule::Fused { saved, .. } => saved.into_iter().for_each(|s| push(Some(s))),
-            Rule::Declared { saved, .. } => push(saved),
+            Rule::Declared { saved, .. } => saved.into_iter().for_each(|s| push(Some(s))),
             Rule::InplaceUnary { out, .. } => push(out),
             _ => {}
         }
@@ -651,11 +652,19 @@ impl Rule {
                 params,
                 saved,
             } => {
-                let grad = match saved {
-                    Some(x) => Tensor::declared(*family, *step, params, &[&x.unpack(node)?, g])?,
-                    None => Tensor::declared(*family, *step, params, &[g])?,
-                };
-                vec![Some(grad)]
+                if saved.is_empty() {
+                    vec![Some(Tensor::declared(*family, *step, params, &[g])?)]
+                } else {
+                    let ins = saved
+                        .iter()
+                        .map(|s| s.unpack(node))
+                        .collect::<Result<Vec<_>>>()?;
+                    let mut args: Vec<&Tensor> = ins.iter().collect();
+                    args.push(g);
+                    (0..ins.len())
+                        .map(|i| Tensor::declared(*family, *step + i, params, &args).map(Some))
+                        .collect::<Result<Vec<_>>>()?
+                }
             }
             Rule::Fused {
                 saved,
