@@ -766,6 +766,19 @@ fn conv2d_core(
             };
         }
     }
+    if [kh, kw] == [1, 1] && g.stride == [1, 1] && g.padding == [0, 0] && groups == 1 {
+        // A pointwise convolution is one product per image on NCHW as it
+        // lies: `w [O, C] @ x[n] [C, H·W]`, no windows, no permutes.
+        let (n, h, wd) = (x.shape()[0], x.shape()[2], x.shape()[3]);
+        let y = w
+            .reshape(&[o, c])?
+            .matmul(&x.reshape(&[n, c, h * wd])?)?
+            .reshape(&[n, o, h, wd])?;
+        return match b {
+            Some(b) => y.add(&b.reshape(&[o, 1, 1])?),
+            None => Ok(y),
+        };
+    }
     // `[N, OH, OW, C, KH, KW]`: the device's im2col kernel, or views.
     let rows = super::im2col::windows(op, x, [kh, kw], g.stride, g.padding, g.dilation, 0.0)?;
     let win = match rows {

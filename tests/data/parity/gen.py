@@ -488,6 +488,12 @@ for dt in ("f32", "f64"):
          lambda x, w, b: F.conv2d(x, w, b, 1, 2, (2, 1), 2))
     case("f.conv2d", [[1, 1], [1, 1], [1, 1], 3], [values((1, 3, 4, 4), dt), values((3, 1, 3, 3), dt), values((3,), dt)],
          lambda x, w, b: F.conv2d(x, w, b, 1, 1, 1, 3))
+    # a pointwise (1x1) convolution: one product per image, no windows
+    case("f.conv2d", [[1, 1], [0, 0], [1, 1], 1], [values((2, 4, 3, 5), dt), values((6, 4, 1, 1), dt), values((6,), dt)],
+         lambda x, w, b: F.conv2d(x, w, b, 1, 0, 1, 1))
+    # a depthwise convolution with stride, dilation and uneven padding
+    case("f.conv2d", [[2, 1], [1, 2], [1, 2], 4], [values((2, 4, 6, 7), dt), values((4, 1, 3, 2), dt), values((4,), dt)],
+         lambda x, w, b: F.conv2d(x, w, b, (2, 1), (1, 2), (1, 2), 4))
     case("f.conv1d", [2, 1, 2, 1], [values((2, 3, 9), dt), values((4, 3, 3), dt), values((4,), dt)],
          lambda x, w, b: F.conv1d(x, w, b, 2, 1, 2, 1))
     case("f.conv_transpose2d", [[2, 1], [1, 0], [1, 0], 1, [1, 1]], [values((1, 2, 3, 4), dt), values((2, 3, 3, 2), dt), values((3,), dt)],
