@@ -9,7 +9,8 @@
 //! 3x32x32). Prints `<model> median <ms> min <ms> peak_rss_growth <MiB>`:
 //! the median of the steps after two warm-up steps, and how far the
 //! process's peak resident set grew past its size before the model was
-//! built. `scripts/bench-steps.sh` interleaves the two and prints ratios.
+//! built. A third argument sets the thread count (default: every core).
+//! `scripts/bench-steps.py` interleaves the two and prints ratios.
 use kael_core::nn::functional::{batch_norm, conv2d, max_pool2d};
 use kael_core::nn::{Reduction, cross_entropy};
 use kael_core::optim::{Adam, AdamConfig, Optimizer};
@@ -256,7 +257,10 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let name = args.get(1).map_or("cnn", String::as_str);
     let steps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
-    let dev = kael_host::cpu_threaded::device()?;
+    let dev = match args.get(3).and_then(|s| s.parse().ok()) {
+        Some(t) => kael_host::cpu_threaded::Builder::new().threads(t).build()?,
+        None => kael_host::cpu_threaded::device()?,
+    };
     let (before, _) = rss_kib();
     let (model, params, x, y) = build(name, &dev)?;
     let mut opt = Adam::new(params, AdamConfig::default())?;
