@@ -6,7 +6,7 @@ scales, batch, batch-norm settings and Adam.
 
 Prints `<model> median <ms> min <ms> peak_rss_growth <MiB>` (the median of
 the steps after two warm-up steps; how far the process's peak resident set
-grew past its size before the model was built). `scripts/bench-steps.sh`
+grew past its size before the model was built). `scripts/bench-steps.py`
 interleaves the two and prints ratios.
 """
 import math, sys, time
