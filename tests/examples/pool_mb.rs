@@ -1,3 +1,6 @@
+//! Microbenchmark of the max-pool and im2col families alone (forward and
+//! gradient steps through `Tensor::declared`), reference and threaded
+//! devices, medians of 50: `cargo run --release -p kael-tests --example pool_mb`.
 use kael_core::backend::Family;
 use kael_core::kernels::im2col::Geometry;
 use kael_core::{DType, Rng, Tensor};
