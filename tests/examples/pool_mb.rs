@@ -42,6 +42,41 @@ fn main() -> kael_core::Result<()> {
         }
     }
     for dev in [kael_core::Device::cpu(), kael_host::cpu_threaded::device()?] {
+        let g = Geometry {
+            kernel: [3, 3],
+            stride: [1, 1],
+            padding: [1, 1],
+            dilation: [1, 1],
+            image: [25, 5],
+            fill: 0.0,
+        };
+        let w = g.words("mb")?;
+        let x = Tensor::randn(&[64, 64, 25, 5], DType::F32, &dev, &mut rng)?;
+        let k = Tensor::randn(&[64, 1, 3, 3], DType::F32, &dev, &mut rng)?;
+        let gr = Tensor::randn(&[64, 64, 25, 5], DType::F32, &dev, &mut rng)?;
+        let mut t = [vec![], vec![], vec![]];
+        for _ in 0..30 {
+            for (step, ts) in t.iter_mut().enumerate() {
+                let ins: Vec<&Tensor> = if step == 0 {
+                    vec![&x, &k]
+                } else {
+                    vec![&x, &k, &gr]
+                };
+                let s = Instant::now();
+                let y = Tensor::declared(Family::Depthwise2d, step, &w, &ins)?;
+                ts.push(s.elapsed().as_secs_f64() * 1e3);
+                drop(y);
+            }
+        }
+        for ts in &mut t {
+            ts.sort_by(f64::total_cmp);
+        }
+        println!(
+            "depthwise [64,64,25,5] 3x3: forward {:.3} ms, input grad {:.3} ms, weight grad {:.3} ms",
+            t[0][15], t[1][15], t[2][15]
+        );
+    }
+    for dev in [kael_core::Device::cpu(), kael_host::cpu_threaded::device()?] {
         for shape in [[64usize, 1, 28, 28], [64, 16, 14, 14]] {
             let g = Geometry {
                 kernel: [3, 3],

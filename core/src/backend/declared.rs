@@ -114,7 +114,16 @@ pub trait Declared {
         false
     }
 
-    /// The inputs of a batched step that are not split (bit `i`: input
+    /// Whether `step`'s outputs are sums over a batch (dim 0 of every
+    /// input but the shared ones) of the step on its ranges: a threaded
+    /// backend may then run ranges into partial outputs and add them (a
+    /// weight's gradient). Such a step is not `batched`.
+    fn summed(step: usize) -> bool {
+        let _ = step;
+        false
+    }
+
+    /// The inputs of a batched (or summed) step that are not split (bit `i`: input
     /// `i`): every range of the batch reads them whole (a depthwise
     /// convolution's weight).
     fn shared_inputs(step: usize) -> u8 {

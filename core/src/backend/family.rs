@@ -173,6 +173,15 @@ macro_rules! families {
                 }
             }
 
+            /// Whether a declared step's outputs sum over a batch.
+            pub(crate) fn summed(f: Family, step: usize) -> bool {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => <$kernel as Declared>::summed(step),)?)*
+                    _ => false,
+                }
+            }
+
             /// The inputs of a batched step every range reads whole.
             pub(crate) fn shared_inputs(f: Family, step: usize) -> u8 {
                 #[allow(unreachable_patterns)]

@@ -134,6 +134,13 @@ pub fn declared_batched(family: crate::backend::Family, step: usize) -> bool {
     crate::backend::family::declared_rows::batched(family, step)
 }
 
+/// Whether a declared step's outputs are sums over a batch of the step
+/// on its ranges
+/// ([`Declared::summed`](crate::backend::declared::Declared::summed)).
+pub fn declared_summed(family: crate::backend::Family, step: usize) -> bool {
+    crate::backend::family::declared_rows::summed(family, step)
+}
+
 /// The inputs of a batched declared step that every range of the batch
 /// reads whole
 /// ([`Declared::shared_inputs`](crate::backend::declared::Declared::shared_inputs)).

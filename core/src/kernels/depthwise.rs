@@ -93,6 +93,10 @@ impl Declared for Depthwise2d {
         step < 2 // (the weight's gradient sums over the batch)
     }
 
+    fn summed(step: usize) -> bool {
+        step == 2
+    }
+
     fn shared_inputs(_step: usize) -> u8 {
         0b10 // the weight: every range of the batch reads it whole
     }
@@ -136,25 +140,38 @@ fn each_tap(
 ) {
     let [h, w] = g.image;
     let ([sh, sw], [dh, dw], [ph, pw]) = (g.stride, g.dilation, g.padding);
+    // The columns of tap `j`, `(q0, q1, image column of q0)`, are the same
+    // for every row: computed once for up to `HOISTED` taps (a wider
+    // kernel computes them per row).
+    const HOISTED: usize = 16;
+    let span = |j: usize| {
+        let shift = j * dw;
+        let q0 = if shift >= pw {
+            0
+        } else {
+            (pw - shift).div_ceil(sw)
+        };
+        let q1 = if w + pw > shift {
+            (w + pw - shift).div_ceil(sw).min(ow)
+        } else {
+            0
+        };
+        (q0, q1, (q0 * sw + shift).saturating_sub(pw))
+    };
+    let kw = g.kernel[1];
+    let mut spans = [(0, 0, 0); HOISTED];
+    for (j, s) in spans.iter_mut().enumerate().take(kw) {
+        *s = span(j);
+    }
     for p in 0..oh {
         for i in 0..g.kernel[0] {
             let Some(r) = (p * sh + i * dh).checked_sub(ph).filter(|&r| r < h) else {
                 continue;
             };
-            for j in 0..g.kernel[1] {
-                let shift = j * dw;
-                let q0 = if shift >= pw {
-                    0
-                } else {
-                    (pw - shift).div_ceil(sw)
-                };
-                let q1 = if w + pw > shift {
-                    (w + pw - shift).div_ceil(sw).min(ow)
-                } else {
-                    0
-                };
+            for j in 0..kw {
+                let (q0, q1, c0) = spans.get(j).copied().unwrap_or_else(|| span(j));
                 if q0 < q1 {
-                    f(p, r, i, j, q0..q1, q0 * sw + shift - pw);
+                    f(p, r, i, j, q0..q1, c0);
                 }
             }
         }

@@ -1,11 +1,14 @@
 //! The declared families (NOTE [Declared families]) on the threaded
 //! backend: the reference kernels, with a batched step (one whose dim 0
-//! is a batch: `im2col`, `col2im`) run as ranges of its batch in
-//! parallel; every other step runs the reference kernel inline.
+//! is a batch: `im2col`, `col2im`, the pools, the depthwise convolution)
+//! run as ranges of its batch in parallel, and a summed step (a depthwise
+//! weight's gradient) as ranges into partial outputs added at the end;
+//! every other step runs the reference kernel inline.
 
-use super::engine::Par;
+use super::engine::{Par, cast_slice_mut};
 use kael_core::backend::declared::{Call, In, Out};
 use kael_core::cpu as reference;
+use kael_core::dtype::DType;
 use kael_core::layout::Layout;
 use kael_core::{Error, Result};
 use std::sync::Mutex;
@@ -14,6 +17,9 @@ use std::sync::Mutex;
 type Piece<'a> = Mutex<Option<Vec<&'a mut [u8]>>>;
 
 pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
+    if reference::declared_summed(call.family, call.step) {
+        return summed(par, call);
+    }
     let batch = call
         .dsts
         .first()
@@ -136,6 +142,123 @@ pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// A step whose outputs sum over the batch (a depthwise weight's
+/// gradient): ranges of the batch run into zeroed partial outputs of their
+/// own, added in range order at the end (so the sum's order depends on
+/// the thread count, as the parallel reductions' does). f32 outputs only;
+/// anything else runs the reference kernel inline.
+fn summed(par: &Par<'_>, call: Call<'_>) -> Result<()> {
+    let batch = call
+        .srcs
+        .first()
+        .and_then(|s| s.layout.shape().first().copied())
+        .unwrap_or(0);
+    let work: usize = call.srcs.iter().map(|s| s.layout.numel()).sum();
+    let fits = call
+        .dsts
+        .iter()
+        .all(|d| d.dtype == DType::F32 && d.layout.is_contiguous());
+    if batch < 2 || !fits || !par.parallel(work) {
+        return reference::run_declared(call);
+    }
+    let need = reference::declared_contract(call)?;
+    let shared = reference::declared_shared_inputs(call.family, call.step);
+    let op = call.family.name();
+    let pieces = batch.min(par.threads * 2);
+    let bound = |i: usize| i * batch / pieces;
+    let reads = call
+        .srcs
+        .iter()
+        .map(|s| s.storage.read(op))
+        .collect::<Result<Vec<_>>>()?;
+    let bytes: Vec<&[u8]> = reads.iter().map(|g| g.bytes()).collect();
+    let out_layouts = call
+        .dsts
+        .iter()
+        .map(|d| Layout::contiguous(d.layout.shape()))
+        .collect::<Result<Vec<_>>>()?;
+    let mut in_layouts: Vec<Vec<Layout>> = Vec::with_capacity(pieces);
+    for i in 0..pieces {
+        let (b0, n) = (bound(i), bound(i + 1) - bound(i));
+        let ins = call
+            .srcs
+            .iter()
+            .enumerate()
+            .map(|(k, s)| match shared >> k & 1 {
+                1 => Ok(s.layout.clone()),
+                _ => s.layout.narrow(0, b0, n),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        in_layouts.push(ins);
+    }
+    let partials: Vec<Mutex<Vec<Vec<f32>>>> = (0..pieces)
+        .map(|_| {
+            Mutex::new(
+                call.dsts
+                    .iter()
+                    .map(|d| vec![0.0; d.layout.numel()])
+                    .collect(),
+            )
+        })
+        .collect();
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    par.for_each_index(pieces, |i| {
+        let mut part = partials[i].lock().unwrap_or_else(|p| p.into_inner());
+        let ins: Vec<In<'_>> = bytes
+            .iter()
+            .zip(&in_layouts[i])
+            .zip(call.srcs)
+            .map(|((b, l), s)| In {
+                bytes: b,
+                layout: l,
+                dtype: s.dtype,
+            })
+            .collect();
+        let mut outs: Vec<Out<'_>> = part
+            .iter_mut()
+            .zip(&out_layouts)
+            .map(|(v, l)| Out {
+                bytes: bytemuck::cast_slice_mut(v.as_mut_slice()),
+                layout: l,
+                dtype: DType::F32,
+            })
+            .collect();
+        let mut scratch = vec![0u128; need.div_ceil(16)];
+        let r = reference::run_declared_slices(
+            call.family,
+            call.step,
+            call.params,
+            &ins,
+            &mut outs,
+            bytemuck::cast_slice_mut(&mut scratch),
+        );
+        if let Err(e) = r {
+            let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+            f.get_or_insert(e);
+        }
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let parts: Vec<Vec<Vec<f32>>> = partials
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect();
+    for (k, d) in call.dsts.iter().enumerate() {
+        let mut g = d.storage.write(op)?;
+        let (off, n) = (d.layout.offset(), d.layout.numel());
+        let dst = cast_slice_mut::<f32>(g.bytes_mut())?
+            .get_mut(off..off + n)
+            .ok_or_else(|| reach(op))?;
+        for (i, part) in parts.iter().enumerate() {
+            for (a, &v) in dst.iter_mut().zip(&part[k]) {
+                *a = if i == 0 { v } else { *a + v };
+            }
+        }
+    }
+    Ok(())
 }
 
 fn reach(op: &'static str) -> Error {
