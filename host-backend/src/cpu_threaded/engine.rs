@@ -293,15 +293,34 @@ pub(super) fn outer_offset(b: usize, shape: &[usize], strides: &[usize]) -> usiz
 
 /// Copies the elements with row-major indices `start..start + out.len()`
 /// of `layout` over `src` into `out`.
+///
+/// Dims that walk memory as one (size-1 dims, and a dim whose stride is
+/// the next one's stride times its size: a per-channel `[1, C, 1, 1]`
+/// broadcast's trailing `H, W`) are merged first, so the runs are as long
+/// as the layout allows (a 5-wide image's broadcast is filled 125 at a
+/// time, not 5).
 pub(super) fn gather<T: Copy>(src: &[T], layout: &Layout, start: usize, out: &mut [T]) {
-    let shape = layout.shape();
-    let strides = layout.strides();
-    let rank = shape.len();
     if out.is_empty() {
         return;
     }
+    let mut merged = [(0usize, 0usize); kael_core::MAX_RANK];
+    let mut rank: usize = 0;
+    for (&n, &st) in layout.shape().iter().zip(layout.strides().iter()) {
+        if n == 1 {
+            continue;
+        }
+        match rank.checked_sub(1).map(|r| &mut merged[r]) {
+            Some(prev) if st.checked_mul(n) == Some(prev.1) => *prev = (prev.0 * n, st),
+            _ => {
+                merged[rank] = (n, st);
+                rank += 1;
+            }
+        }
+    }
+    let shape: [usize; kael_core::MAX_RANK] = core::array::from_fn(|d| merged[d].0);
+    let strides: [usize; kael_core::MAX_RANK] = core::array::from_fn(|d| merged[d].1);
     if rank == 0 {
-        out[0] = src[layout.offset()];
+        out.fill(src[layout.offset()]);
         return;
     }
     let last = rank - 1;
@@ -432,5 +451,40 @@ mod tests {
         let mut out = [0u32; 6];
         gather(&src, &l, 0, &mut out);
         assert_eq!(out, [7, 8, 9, 7, 8, 9]);
+    }
+
+    #[test]
+    fn gather_walks_merged_dims_as_the_index_mapping_from_any_start() {
+        // A per-channel broadcast ([1, 3, 1, 1] as [2, 3, 2, 5]: the
+        // trailing dims merge into one stride-0 run), and a sliced layout
+        // whose last two dims merge and whose size-1 dim drops.
+        let src: Vec<u32> = (0..200).collect();
+        let cases = [
+            Layout::new(&[2, 3, 2, 5], &[0, 1, 0, 0], 4).unwrap(),
+            Layout::new(&[3, 1, 4, 5], &[40, 7, 5, 1], 2).unwrap(),
+        ];
+        for l in &cases {
+            let (shape, strides) = (l.shape(), l.strides());
+            let n = l.numel();
+            let want: Vec<u32> = (0..n)
+                .map(|i| {
+                    let mut rest = i;
+                    let mut off = l.offset();
+                    for d in (0..shape.len()).rev() {
+                        off += (rest % shape[d]) * strides[d];
+                        rest /= shape[d];
+                    }
+                    src[off]
+                })
+                .collect();
+            for start in 0..n {
+                for len in [1, 3, 7, n - start] {
+                    let len = len.min(n - start);
+                    let mut out = vec![0u32; len];
+                    gather(&src, l, start, &mut out);
+                    assert_eq!(out, want[start..start + len], "{shape:?} from {start}");
+                }
+            }
+        }
     }
 }
