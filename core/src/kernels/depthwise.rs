@@ -19,6 +19,7 @@
 //!   x[n, c, ..]`, summed over `n`, then `p`, then `q`.
 
 use super::KERNEL_DTYPES;
+use super::depthwise_unit as unit;
 use super::im2col::Geometry;
 use crate::backend::contract::Operand;
 use crate::backend::declared::{Declared, In, Out, Shapes};
@@ -93,6 +94,18 @@ impl Declared for Depthwise2d {
         step < 2 // (the weight's gradient sums over the batch)
     }
 
+    fn scratch(step: usize, params: &[u32], _ops: &[Operand<'_>]) -> Option<usize> {
+        // The unit-stride path's planes (NOTE [Depthwise on padded planes]),
+        // in elements of the widest scalar.
+        let g = Geometry::of(params)?;
+        if g.stride != [1, 1] || g.dilation != [1, 1] {
+            return Some(0);
+        }
+        let out = g.out(OP).ok()?;
+        unit::scratch_elems(step, g.kernel, g.image, g.padding, out)?
+            .checked_mul(core::mem::size_of::<f64>())
+    }
+
     fn summed(step: usize) -> bool {
         step == 2
     }
@@ -115,6 +128,9 @@ impl Declared for Depthwise2d {
         };
         // f32 only (NOTE [Declared kernels' dtypes]).
         dispatch_in!(DTYPES & KERNEL_DTYPES, OP, d.dtype, T => {
+            if unit_path::<T>(&g, out, step, ins, d, _scratch)? {
+                return Ok(());
+            }
             let xs = (typed::<T>(x.bytes)?, x.layout);
             let ws = (typed::<T>(w.bytes)?, w.layout);
             let o = (typed_mut::<T>(d.bytes)?, d.layout);
@@ -127,6 +143,102 @@ impl Declared for Depthwise2d {
             Ok(())
         })
     }
+}
+
+/// Runs `step` on the unit-stride path (NOTE [Depthwise on padded
+/// planes]) when it applies: stride 1, dilation 1, contiguous non-empty
+/// planes, and an aligned scratch of the size [`Declared::scratch`] asked.
+/// `Ok(false)`: it does not apply (the general path runs).
+fn unit_path<T: Scalar>(
+    g: &Geometry,
+    out: [usize; 2],
+    step: usize,
+    ins: &[In<'_>],
+    d: &mut Out<'_>,
+    scratch: &mut [u8],
+) -> Result<bool> {
+    let (Some(x), Some(w)) = (ins.first(), ins.get(1)) else {
+        return Ok(false);
+    };
+    let gr = ins.get(2);
+    let planes = [x.layout, d.layout];
+    let with_g = [x.layout, d.layout, gr.map_or(x.layout, |g| g.layout)];
+    let ls: &[&Layout] = if step == 0 { &planes } else { &with_g };
+    let need = unit::scratch_elems(step, g.kernel, g.image, g.padding, out);
+    let buf = match scratch.len() % core::mem::size_of::<T>() {
+        0 => typed_mut::<T>(scratch).ok(),
+        _ => None,
+    };
+    let (Some(need), Some(buf)) = (need, buf) else {
+        return Ok(false);
+    };
+    let fits = g.stride == [1, 1]
+        && g.dilation == [1, 1]
+        && unit::flat_planes(ls)
+        && ls.iter().all(|l| l.numel() > 0)
+        && buf.len() >= need;
+    if !fits {
+        return Ok(false);
+    }
+    let buf = &mut buf[..need];
+    let (xs, ws) = (typed::<T>(x.bytes)?, typed::<T>(w.bytes)?);
+    let (n, ch) = (x.layout.shape()[0], x.layout.shape()[1]);
+    let (k, img) = (g.kernel, g.image);
+    let sz = unit::Sizes {
+        kernel: k,
+        image: img,
+        padding: g.padding,
+        out,
+    };
+    let (xn, on) = (img[0] * img[1], out[0] * out[1]);
+    let dd = typed_mut::<T>(d.bytes)?;
+    let gs = match gr {
+        Some(g) => Some((typed::<T>(g.bytes)?, g.layout)),
+        None => None,
+    };
+    if step == 2 {
+        let Some((gs, gl)) = gs else {
+            return Ok(false);
+        };
+        for c in 0..ch {
+            let (wo, [wr, wc]) = plane(d.layout, c, 0);
+            for i in 0..k[0] {
+                for j in 0..k[1] {
+                    dd[wo + i * wr + j * wc] = T::ZERO;
+                }
+            }
+            for b in 0..n {
+                let (xo, _) = plane(x.layout, b, c);
+                let (go, _) = plane(gl, b, c);
+                let add = |i: usize, j: usize, v: T| {
+                    let a = &mut dd[wo + i * wr + j * wc];
+                    *a = a.add(v);
+                };
+                unit::weight_grad_plane(&xs[xo..xo + xn], &gs[go..go + on], add, sz, buf);
+            }
+        }
+        return Ok(true);
+    }
+    for b in 0..n {
+        for c in 0..ch {
+            let (wo, [wr, wc]) = plane(w.layout, c, 0);
+            let tap = |i: usize, j: usize| ws[wo + i * wr + j * wc];
+            let (dof, _) = plane(d.layout, b, c);
+            if step == 0 {
+                let (xo, _) = plane(x.layout, b, c);
+                let y = &mut dd[dof..dof + on];
+                unit::forward_plane(&xs[xo..xo + xn], y, tap, sz, buf);
+            } else {
+                let Some((gs, gl)) = gs else {
+                    return Ok(false);
+                };
+                let (go, _) = plane(gl, b, c);
+                let dx = &mut dd[dof..dof + xn];
+                unit::input_grad_plane(&gs[go..go + on], dx, tap, sz, buf);
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// For one plane, calls `f(p, r, i, j, qs, c0)` for every output row `p`

@@ -22,6 +22,7 @@ pub(crate) const KERNEL_DTYPES: u16 = crate::cpu::dtypes::F32;
 
 pub mod count;
 pub mod depthwise;
+mod depthwise_unit;
 pub mod im2col;
 pub mod pool;
 pub mod scatter;
