@@ -56,15 +56,19 @@ const YIELD: Duration = Duration::from_millis(2);
 // competing process, the DS-CNN step at 2 threads took 92 ms against 57
 // ms at 1 thread. So the caller spins `CLOSE_SPIN_POLLS` polls (tens of
 // microseconds), then yields its core between polls; and a wait past
-// `STALL` means the machine is busy, so the pool's callers run their jobs
+// `STALL` and past twice the caller's own time in the job (a worker's
+// last piece may run on for a while on a quiet machine: a first version
+// without that condition ran the CNN step alone, 7.7 -> 13.9 ms) means
+// the machine is busy, so the pool's callers run their jobs
 // alone (the same pieces in the same order, so the same results) for
 // `ALONE`, then try the workers again.
 
 /// Polls a caller spins for its job's workers before it yields.
 const CLOSE_SPIN_POLLS: u32 = 1024;
 
-/// A wait for a job's workers this long means one was preempted ...
-const STALL: Duration = Duration::from_micros(500);
+/// A wait for a job's workers this long, and twice as long as the
+/// caller's own part of the job, means one was preempted ...
+const STALL: Duration = Duration::from_millis(1);
 
 /// ... and the callers then run their jobs alone for this long.
 const ALONE: Duration = Duration::from_millis(50);
@@ -223,8 +227,10 @@ impl Pool {
                 self.workers[i].thread().unpark();
             }
         }
-        let close = Close(s);
+        let mut close = Close(s, None);
+        let t0 = std::time::Instant::now();
         claim();
+        close.1 = Some(t0.elapsed());
         drop(close);
         if s.panicked.swap(false, Ordering::Relaxed) {
             if let Some(payload) = take_panic(s) {
@@ -250,7 +256,7 @@ fn take_panic(s: &Shared) -> Option<Box<dyn Any + Send>> {
 
 /// Closes the open job and waits until no worker is inside it, also when
 /// the caller's own call unwinds.
-struct Close<'a>(&'a Shared);
+struct Close<'a>(&'a Shared, Option<Duration>);
 
 impl Drop for Close<'_> {
     fn drop(&mut self) {
@@ -265,7 +271,10 @@ impl Drop for Close<'_> {
                 std::hint::spin_loop();
             } else {
                 let t = *since.get_or_insert_with(std::time::Instant::now);
-                if t.elapsed() > STALL {
+                // (A worker's last piece may legitimately run on after
+                // the caller's work: a stall is long against both.)
+                let busy = self.1.unwrap_or(Duration::MAX);
+                if t.elapsed() > STALL.max(busy.saturating_mul(2)) {
                     let now = s.born.elapsed() + ALONE;
                     s.alone_until
                         .store(now.as_nanos() as u64, Ordering::Relaxed);
