@@ -72,15 +72,7 @@ pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
     let mut layouts: Vec<(Vec<Layout>, Vec<Layout>)> = Vec::with_capacity(pieces);
     for i in 0..pieces {
         let (b0, n) = (bound(i), bound(i + 1) - bound(i));
-        let ins = call
-            .srcs
-            .iter()
-            .enumerate()
-            .map(|(k, s)| match shared >> k & 1 {
-                1 => Ok(s.layout.clone()),
-                _ => s.layout.narrow(0, b0, n),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let ins = piece_inputs(call, shared, b0, n)?;
         let outs = call
             .dsts
             .iter()
@@ -124,19 +116,7 @@ pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
                 dtype: d.dtype,
             })
             .collect();
-        let mut scratch = vec![0u128; need.div_ceil(16)];
-        let r = reference::run_declared_slices(
-            call.family,
-            call.step,
-            call.params,
-            &ins,
-            &mut outs,
-            bytemuck::cast_slice_mut(&mut scratch),
-        );
-        if let Err(e) = r {
-            let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
-            f.get_or_insert(e);
-        }
+        run_piece(call, need, &ins, &mut outs, &failed);
     });
     match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
@@ -182,15 +162,7 @@ fn summed(par: &Par<'_>, call: Call<'_>) -> Result<()> {
     let mut in_layouts: Vec<Vec<Layout>> = Vec::with_capacity(pieces);
     for i in 0..pieces {
         let (b0, n) = (bound(i), bound(i + 1) - bound(i));
-        let ins = call
-            .srcs
-            .iter()
-            .enumerate()
-            .map(|(k, s)| match shared >> k & 1 {
-                1 => Ok(s.layout.clone()),
-                _ => s.layout.narrow(0, b0, n),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let ins = piece_inputs(call, shared, b0, n)?;
         in_layouts.push(ins);
     }
     let partials: Vec<Mutex<Vec<Vec<f32>>>> = (0..pieces)
@@ -225,19 +197,7 @@ fn summed(par: &Par<'_>, call: Call<'_>) -> Result<()> {
                 dtype: DType::F32,
             })
             .collect();
-        let mut scratch = vec![0u128; need.div_ceil(16)];
-        let r = reference::run_declared_slices(
-            call.family,
-            call.step,
-            call.params,
-            &ins,
-            &mut outs,
-            bytemuck::cast_slice_mut(&mut scratch),
-        );
-        if let Err(e) = r {
-            let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
-            f.get_or_insert(e);
-        }
+        run_piece(call, need, &ins, &mut outs, &failed);
     });
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -259,6 +219,43 @@ fn summed(par: &Par<'_>, call: Call<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// One piece's input layouts: each input narrowed to rows `b0..b0 + n`
+/// of its batch, those the step shares whole.
+fn piece_inputs(call: Call<'_>, shared: u8, b0: usize, n: usize) -> Result<Vec<Layout>> {
+    call.srcs
+        .iter()
+        .enumerate()
+        .map(|(k, s)| match shared >> k & 1 {
+            1 => Ok(s.layout.clone()),
+            _ => s.layout.narrow(0, b0, n),
+        })
+        .collect()
+}
+
+/// Runs the step's reference kernel on one piece with a scratch of its
+/// own; the first error of any piece is kept in `failed`.
+fn run_piece(
+    call: Call<'_>,
+    need: usize,
+    ins: &[In<'_>],
+    outs: &mut [Out<'_>],
+    failed: &Mutex<Option<Error>>,
+) {
+    let mut scratch = vec![0u128; need.div_ceil(16)];
+    let r = reference::run_declared_slices(
+        call.family,
+        call.step,
+        call.params,
+        ins,
+        outs,
+        bytemuck::cast_slice_mut(&mut scratch),
+    );
+    if let Err(e) = r {
+        let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(e);
+    }
 }
 
 fn reach(op: &'static str) -> Error {
