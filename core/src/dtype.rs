@@ -425,6 +425,16 @@ pub trait Int:
     fn floor_rem(self, o: Self) -> Self;
     /// `self mod o` with the sign of `self` (0 when `o` is 0).
     fn trunc_rem(self, o: Self) -> Self;
+    /// `floor(self / o)`, wrapping (0 when `o` is 0: callers refuse).
+    fn floor_div(self, o: Self) -> Self;
+    /// `self ^ e` by squaring, wrapping; a negative `e` gives PyTorch's
+    /// `1`, `±1` (for `-1`) or `0`.
+    fn pow_int(self, e: Self) -> Self;
+    /// `self << s`; 0 for a negative `s` or one past the width (PyTorch).
+    fn shl_clamped(self, s: Self) -> Self;
+    /// `self >> s` (arithmetic for signed types); a negative `s` or one
+    /// past the width shifts by the width less one (PyTorch).
+    fn shr_clamped(self, s: Self) -> Self;
 }
 
 macro_rules! int_rem {
@@ -437,6 +447,45 @@ macro_rules! int_rem {
             }
             fn trunc_rem(self, o: Self) -> Self {
                 self.checked_rem(o).unwrap_or(0)
+            }
+            #[allow(unused_comparisons)]
+            fn floor_div(self, o: Self) -> Self {
+                if o == 0 {
+                    return 0;
+                }
+                let q = self.wrapping_div(o);
+                let r = self.wrapping_rem(o);
+                if r != 0 && ((r < 0) != (o < 0)) { q.wrapping_sub(1) } else { q }
+            }
+            #[allow(unused_comparisons)]
+            fn pow_int(self, e: Self) -> Self {
+                if e < 0 {
+                    return if self == 1 {
+                        1
+                    } else if self as i64 == -1 {
+                        if (e as i64) % 2 != 0 { self } else { 1 }
+                    } else {
+                        0
+                    };
+                }
+                let (mut r, mut x, mut e): (Self, Self, Self) = (1, self, e);
+                while e != 0 {
+                    if e & 1 == 1 {
+                        r = r.wrapping_mul(x);
+                    }
+                    e /= 2;
+                    x = x.wrapping_mul(x);
+                }
+                r
+            }
+            fn shl_clamped(self, s: Self) -> Self {
+                let s = s as i64;
+                if s < 0 || s >= i64::from(Self::BITS) { 0 } else { self.wrapping_shl(s as u32) }
+            }
+            fn shr_clamped(self, s: Self) -> Self {
+                let s = s as i64;
+                let s = if s < 0 || s >= i64::from(Self::BITS) { Self::BITS - 1 } else { s as u32 };
+                self.wrapping_shr(s)
             }
         }
     )*};

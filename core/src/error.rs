@@ -110,6 +110,16 @@ pub enum Error {
     },
 
     // === Type and device errors ===
+    /// An in-place op whose promoted result dtype the destination cannot
+    /// hold (`int64 += 2.5`; NOTE [Type promotion], rule 5).
+    CannotCast {
+        /// The operation.
+        op: &'static str,
+        /// The dtype the operands promote to.
+        result: DType,
+        /// The destination's dtype.
+        dest: DType,
+    },
     /// Operands of different dtypes.
     DTypeMismatch {
         /// The operation.
@@ -376,6 +386,7 @@ macro_rules! by_operation {
             | Error::IndexOutOfRange { op: $op, .. }
             | Error::OutOfBounds { op: $op, .. }
             | Error::DTypeMismatch { op: $op, .. }
+            | Error::CannotCast { op: $op, .. }
             | Error::ElementTypeMismatch { op: $op, .. }
             | Error::StateDictKeys { op: $op, .. }
             | Error::UnsupportedDType { op: $op, .. }
@@ -474,6 +485,13 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "{op}: the layout reaches element {reach} but the storage holds {storage_len} elements; choose a size, stride and offset that stay inside the storage"
+            ),
+            Error::CannotCast { op, result, dest } => write!(
+                f,
+                "{op}: the result type {} cannot be written into a {} tensor in place; use the out-of-place form (which gives {}), or convert the tensor first with to_dtype(DType::{result:?})",
+                result.name(),
+                dest.name(),
+                result.name()
             ),
             Error::DTypeMismatch { op, expected, got } => write!(
                 f,

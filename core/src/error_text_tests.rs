@@ -116,11 +116,14 @@ fn in_place_arithmetic_errors_name_the_in_place_method() {
     let f = Tensor::from_slice(&[1.0f32, 2.0], &[2], &dev).unwrap_or_else(|e| panic!("{e}"));
     let d = Tensor::from_slice(&[1.0f64, 2.0], &[2], &dev).unwrap_or_else(|e| panic!("{e}"));
     let i = Tensor::from_slice(&[1i64, 2], &[2], &dev).unwrap_or_else(|e| panic!("{e}"));
+    // int64 += float: the float result cannot be written into int64
+    // (NOTE [Type promotion], rule 5); int64 / int64 is true division
     for (got, want) in [
-        (f.add_(&d), "add_"),
-        (f.sub_(&d), "sub_"),
-        (f.mul_(&d), "mul_"),
+        (i.add_(&f), "add_"),
+        (i.sub_(&d), "sub_"),
+        (i.mul_(&f), "mul_"),
         (i.div_(&i), "div_"),
+        (i.add_scalar_(0.5), "add_scalar_"),
     ] {
         let e = got.unwrap_err();
         assert!(
@@ -130,6 +133,12 @@ fn in_place_arithmetic_errors_name_the_in_place_method() {
     }
     // and the tensors are unchanged
     assert_eq!(i.to_vec::<i64>().unwrap_or_else(|e| panic!("{e}")), [1, 2]);
+    // float32 += float64 computes in float64 and keeps float32, as PyTorch
+    f.add_(&d).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        f.to_vec::<f32>().unwrap_or_else(|e| panic!("{e}")),
+        [2.0, 4.0]
+    );
 }
 
 #[test]

@@ -113,8 +113,17 @@ class Tensor:
     def bitwise_and(self, other) -> Tensor:
         """Elementwise `bitwise_and` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
+    def bitwise_left_shift(self, other) -> Tensor:
+        """Elementwise `bitwise_left_shift` with broadcasting (a row of kael's binary op table); `other` may be a number."""
+        ...
     def bitwise_or(self, other) -> Tensor:
         """Elementwise `bitwise_or` with broadcasting (a row of kael's binary op table); `other` may be a number."""
+        ...
+    def bitwise_right_shift(self, other) -> Tensor:
+        """Elementwise `bitwise_right_shift` with broadcasting (a row of kael's binary op table); `other` may be a number."""
+        ...
+    def bitwise_xor(self, other) -> Tensor:
+        """Elementwise `bitwise_xor` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
     def bmm(self, other) -> Tensor:
         """Batched 3-d matrix product."""
@@ -248,6 +257,9 @@ class Tensor:
         ...
     def floor_(self) -> Tensor:
         """`floor` in place (bumps the version)."""
+        ...
+    def floor_divide(self, other) -> Tensor:
+        """Elementwise `floor_divide` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
     def fmod(self, other) -> Tensor:
         """Elementwise `fmod` with broadcasting (a row of kael's binary op table); `other` may be a number."""

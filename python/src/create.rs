@@ -116,14 +116,26 @@ filled!(
 #[pyo3(signature = (size, fill_value, dtype=None, device=None, requires_grad=false))]
 pub fn full(
     size: &Bound<'_, PyAny>,
-    fill_value: f64,
+    fill_value: &Bound<'_, PyAny>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let tup = PyTuple::new(size.py(), [size])?;
     let s = shape_of("full", &tup)?;
-    let d = dtype_or("full", dtype, DType::F32)?;
+    // the fill value's kind picks the default dtype, as in PyTorch:
+    // bool, int64, or the default float dtype
+    let inferred = if fill_value.is_instance_of::<pyo3::types::PyBool>() {
+        DType::Bool
+    } else if fill_value.is_instance_of::<pyo3::types::PyInt>() {
+        DType::I64
+    } else {
+        kael_core::promote::default_float_dtype()
+    };
+    let fill_value = fill_value
+        .extract::<f64>()
+        .map_err(|_| type_error("full: fill_value must be a number"))?;
+    let d = dtype_or("full", dtype, inferred)?;
     let dev = extract_device("full", device)?;
     finish(Tensor::full(&s, fill_value, d, &dev).py()?, requires_grad)
 }

@@ -30,6 +30,7 @@ fn class_name(e: &Error) -> &'static str {
         | Error::ShapeMismatch { .. }
         | Error::ElementCountMismatch { .. } => "KaelShapeError",
         Error::DTypeMismatch { .. }
+        | Error::CannotCast { .. }
         | Error::ElementTypeMismatch { .. }
         | Error::UnsupportedDType { .. } => "KaelDTypeError",
         Error::StateDictKeys { .. } | Error::InvalidArgument { .. } => "KaelValueError",

@@ -9,7 +9,7 @@
 //! every one is a method of `kael.Tensor`.
 
 use crate::errors::{IntoPy, type_error};
-use crate::tensor::{Operand, PyTensor, as_tensor, operand, run, run_t, wrap};
+use crate::tensor::{Operand, PyTensor, as_tensor, operand, run, run_t};
 use kael_core::ops::{BinaryOp, CmpOp, UnaryOp};
 use kael_core::{DType, Tensor};
 use pyo3::prelude::*;
@@ -216,7 +216,11 @@ binary_rows!(
     remainder,
     fmod,
     bitwise_and,
-    bitwise_or
+    bitwise_or,
+    bitwise_xor,
+    bitwise_left_shift,
+    bitwise_right_shift,
+    floor_divide
 );
 
 /// Binary rows that are not user-facing methods: kernels of fused backward
@@ -253,6 +257,7 @@ enum Arith {
     Mul,
     Div,
     Pow,
+    FloorDiv,
 }
 
 fn arith(
@@ -268,6 +273,7 @@ fn arith(
         Arith::Mul => "mul",
         Arith::Div => "div",
         Arith::Pow => "pow",
+        Arith::FloorDiv => "floor_divide",
     };
     match operand(name, a, other)? {
         Operand::S(v) => run_t(py, a, || match (op, reflected) {
@@ -277,8 +283,10 @@ fn arith(
             (Arith::Sub, true) => a.rsub(v),
             (Arith::Div, false) => a.div_scalar(v),
             (Arith::Div, true) => a.rdiv(v),
-            (Arith::Pow, false) => a.powf(v),
-            (Arith::Pow, true) => a.full_like(v)?.pow(a),
+            (Arith::Pow, false) => a.pow_scalar(v),
+            (Arith::Pow, true) => a.number_operand("pow", v)?.pow(a),
+            (Arith::FloorDiv, false) => a.floor_divide(&a.number_operand("floor_divide", v)?),
+            (Arith::FloorDiv, true) => a.number_operand("floor_divide", v)?.floor_divide(a),
         }),
         Operand::T(b) => {
             let (l, r) = if reflected { (&b, a) } else { (a, &b) };
@@ -288,6 +296,7 @@ fn arith(
                 Arith::Mul => l.mul(r),
                 Arith::Div => l.div(r),
                 Arith::Pow => l.pow(r),
+                Arith::FloorDiv => l.floor_divide(r),
             })
         }
     }
@@ -300,6 +309,7 @@ fn arith_(py: Python<'_>, a: &Tensor, other: &Bound<'_, PyAny>, op: Arith) -> Py
         Arith::Mul => "mul_",
         Arith::Div => "div_",
         Arith::Pow => "pow_",
+        Arith::FloorDiv => "floor_divide_",
     };
     match operand(name, a, other)? {
         Operand::S(v) => run(py, a, || match op {
@@ -307,7 +317,20 @@ fn arith_(py: Python<'_>, a: &Tensor, other: &Bound<'_, PyAny>, op: Arith) -> Py
             Arith::Sub => a.sub_scalar_(v),
             Arith::Mul => a.mul_scalar_(v),
             Arith::Div => a.div_scalar_(v),
-            Arith::Pow => a.powf_(v),
+            Arith::Pow if a.dtype().is_float() => a.powf_(v.to_f64()),
+            Arith::Pow => {
+                // an integer tensor keeps its dtype only for an integer power
+                let r = a.pow_scalar(v)?;
+                if !kael_core::promote::can_cast(r.dtype(), a.dtype()) {
+                    return Err(kael_core::Error::CannotCast {
+                        op: "pow_",
+                        result: r.dtype(),
+                        dest: a.dtype(),
+                    });
+                }
+                a.copy_(&r)
+            }
+            Arith::FloorDiv => a.copy_(&a.floor_divide(&a.number_operand("floor_divide_", v)?)?),
         }),
         Operand::T(b) => run(py, a, || match op {
             Arith::Add => a.add_(&b),
@@ -317,6 +340,10 @@ fn arith_(py: Python<'_>, a: &Tensor, other: &Bound<'_, PyAny>, op: Arith) -> Py
             Arith::Pow => Err(kael_core::Error::InvalidArgument {
                 op: "pow_",
                 reason: "in-place pow takes a number exponent; use x = x ** y for a tensor exponent",
+            }),
+            Arith::FloorDiv => Err(kael_core::Error::InvalidArgument {
+                op: "floor_divide_",
+                reason: "in-place floor division takes a number; use x = x // y for a tensor divisor",
             }),
         }),
     }
@@ -337,20 +364,14 @@ fn compare(py: Python<'_>, a: &Tensor, other: &Bound<'_, PyAny>, op: CmpOp) -> P
     })
 }
 
-/// `&`, `|`, `^`: logical on bool tensors, bitwise on integers.
+/// `&`, `|`, `^`: the bitwise rows (logical on bool operands, which run on
+/// 0/1; mixed dtypes promote as PyTorch's: `bool ^ int64` is int64).
 fn bitwise(py: Python<'_>, a: &Tensor, other: &Bound<'_, PyAny>, which: u8) -> PyResult<PyTensor> {
     let b = as_tensor("bitwise", a, other)?;
-    if a.dtype() == DType::Bool {
-        let op = [CmpOp::LogicalAnd, CmpOp::LogicalOr, CmpOp::LogicalXor][usize::from(which)];
-        return compare(py, a, &Bound::new(py, wrap(b))?.into_any(), op);
-    }
     run_t(py, a, || match which {
         0 => a.bitwise_and(&b),
         1 => a.bitwise_or(&b),
-        _ => Err(kael_core::Error::InvalidArgument {
-            op: "bitwise_xor",
-            reason: "^ on integer tensors is not in kael's op table; use it on bool tensors (logical_xor)",
-        }),
+        _ => a.bitwise_xor(&b),
     })
 }
 
@@ -497,6 +518,25 @@ impl PyTensor {
     }
     fn __rxor__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         bitwise(py, &self.t, o, 2)
+    }
+    fn __floordiv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        arith(py, &self.t, o, Arith::FloorDiv, false)
+    }
+    fn __rfloordiv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        arith(py, &self.t, o, Arith::FloorDiv, true)
+    }
+    fn __ifloordiv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<()> {
+        arith_(py, &self.t, o, Arith::FloorDiv)
+    }
+    fn __lshift__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let b = as_tensor("bitwise_left_shift", &self.t, o)?;
+        let a = &self.t;
+        run_t(py, a, || a.bitwise_left_shift(&b))
+    }
+    fn __rshift__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let b = as_tensor("bitwise_right_shift", &self.t, o)?;
+        let a = &self.t;
+        run_t(py, a, || a.bitwise_right_shift(&b))
     }
     fn __mod__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let b = as_tensor("remainder", &self.t, o)?;

@@ -23,9 +23,9 @@ use crate::dtype_device::{
     PyDType, PyDevice, device_of, dtype_name, extract_device, extract_dtype,
 };
 use crate::errors::{IntoPy, type_error, value_error};
-use kael_core::{DType, DeviceKind, Tensor};
+use kael_core::{DType, DeviceKind, Number, Tensor};
 use pyo3::prelude::*;
-use pyo3::types::{PyFloat, PyInt, PyList, PyTuple};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyTuple};
 
 /// Operands with at least this many elements release the GIL on the
 /// threaded device (NOTE [Releasing the GIL]).
@@ -77,27 +77,44 @@ pub fn run_t(
 pub enum Operand {
     /// A tensor (or an array converted to one on the other side's device).
     T(Tensor),
-    /// A Python number.
-    S(f64),
+    /// A Python number, of the kind Python gave it (int, float or bool:
+    /// they promote differently, NOTE [Type promotion]).
+    S(Number),
 }
 
 /// Reads `other` as an operand next to `like`: a `kael.Tensor`, a number,
 /// or anything `kael.tensor` accepts (converted onto `like`'s device and,
 /// for lists, `like`'s dtype).
-pub fn operand(op: &str, like: &Tensor, other: &Bound<'_, PyAny>) -> PyResult<Operand> {
+pub fn operand(op: &'static str, like: &Tensor, other: &Bound<'_, PyAny>) -> PyResult<Operand> {
     if let Ok(t) = other.cast::<PyTensor>() {
         return Ok(Operand::T(t.get().t.clone()));
     }
     // Type checks first: a failed `extract` builds an exception object,
     // which would cost more than the op (NOTE [Python handles]).
-    if other.is_instance_of::<PyFloat>() || other.is_instance_of::<PyInt>() {
-        // bool is an int subclass: True -> 1.0.
-        return Ok(Operand::S(other.extract::<f64>()?));
+    if other.is_instance_of::<PyFloat>() {
+        return Ok(Operand::S(Number::Float(other.extract::<f64>()?)));
+    }
+    if other.is_instance_of::<PyBool>() {
+        // (bool is an int subclass: checked first)
+        return Ok(Operand::S(Number::Bool(other.extract::<bool>()?)));
+    }
+    if other.is_instance_of::<PyInt>() {
+        return match other.extract::<i64>() {
+            Ok(i) => Ok(Operand::S(Number::Int(i))),
+            Err(_) => Err(pyo3::exceptions::PyOverflowError::new_err(format!(
+                "{op}: the integer does not fit in int64; pass a float (e.g. {}.0) for a float result",
+                other
+            ))),
+        };
     }
     if !other.is_instance_of::<PyList>() && !other.is_instance_of::<PyTuple>() {
-        // numpy scalars and other numbers (`__float__`).
+        // numpy scalars and other numbers: integers through `__index__`,
+        // the rest through `__float__`
+        if let Ok(i) = other.extract::<i64>() {
+            return Ok(Operand::S(Number::Int(i)));
+        }
         if let Ok(v) = other.extract::<f64>() {
-            return Ok(Operand::S(v));
+            return Ok(Operand::S(Number::Float(v)));
         }
     }
     match convert::tensor_from_data(op, other, Some(like.dtype()), &like.device()) {
@@ -115,10 +132,10 @@ pub fn operand(op: &str, like: &Tensor, other: &Bound<'_, PyAny>) -> PyResult<Op
 
 /// `other` as a tensor next to `like` (a number becomes a 0-d tensor of
 /// `like`'s dtype on its device, which broadcasts).
-pub fn as_tensor(op: &str, like: &Tensor, other: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+pub fn as_tensor(op: &'static str, like: &Tensor, other: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     match operand(op, like, other)? {
         Operand::T(t) => Ok(t),
-        Operand::S(v) => Tensor::full(&[], v, like.dtype(), &like.device()).py(),
+        Operand::S(n) => like.number_operand(op, n).py(),
     }
 }
 

@@ -25,8 +25,14 @@ def test_dim_errors_are_index_errors():
 
 def test_dtype_errors_are_value_and_type_errors():
     with pytest.raises(kael.KaelDTypeError) as info:
-        kael.zeros(2) + kael.zeros(2, dtype=kael.float64)
+        kael.zeros(2) @ kael.zeros(2, dtype=kael.float64)
     assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+    # an in-place op whose promoted result the destination cannot hold
+    x = kael.zeros(2, dtype=kael.int64)
+    with pytest.raises(kael.KaelDTypeError) as info:
+        x += 0.5
+    assert info.value.kind == "CannotCast"
+    assert x.tolist() == [0, 0]
 
 
 def test_wrong_python_types_are_type_errors():

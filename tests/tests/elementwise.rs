@@ -129,15 +129,26 @@ fn i64s(t: &Tensor) -> Result<Vec<i64>> {
 
 macro_rules! unary_ints {
     (refused) => {
-        test_device!(refuses_integer_dtypes_unchanged, |dev: &Device| {
+        // a float-only row computes integers and bools in the default
+        // float dtype (NOTE [Type promotion], rule 4), as PyTorch
+        test_device!(computes_integers_and_bools_in_float32, |dev: &Device| {
             for x in [
                 m23_int(&XI, DType::I64, dev)?,
                 m23_int(&XI, DType::I32, dev)?,
                 Tensor::from_slice(&XU, &[2, 3], dev)?,
+                Tensor::from_slice(&[true, false, true, true, false, false], &[2, 3], dev)?,
             ] {
                 let snap = snapshot(&x);
-                let e = refused!(op(&x), "not supported", "to_dtype");
-                assert!(matches!(e, Error::UnsupportedDType { .. }));
+                let y = op(&x)?;
+                assert_eq!(y.dtype(), DType::F32);
+                let want = op(&x.to_dtype(DType::F32)?)?.to_vec::<f32>()?;
+                let got = y.to_vec::<f32>()?;
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(g, w)| g == w || (g.is_nan() && w.is_nan())),
+                    "{got:?} vs {want:?}"
+                );
                 assert_eq!(snapshot(&x), snap);
             }
             Ok(())
@@ -156,6 +167,20 @@ macro_rules! unary_ints {
             let y = op(&Tensor::from_slice(&XU, &[2, 3], dev)?)?;
             assert_eq!(y.dtype(), DType::U8);
             assert_eq!(y.to_vec::<u8>()?, $u8);
+            Ok(())
+        });
+        test_device!(refuses_bool_unchanged, |dev: &Device| {
+            let x = Tensor::from_slice(&[true, false], &[2], dev)?;
+            let snap = snapshot(&x);
+            let e = refused!(op(&x), "Bool", "to_dtype");
+            assert!(matches!(
+                e,
+                Error::UnsupportedDType {
+                    dtype: DType::Bool,
+                    ..
+                }
+            ));
+            assert_eq!(snapshot(&x), snap);
             Ok(())
         });
     };
@@ -212,15 +237,6 @@ macro_rules! unary_spec {
                 Ok(())
             });
 
-            test_device!(refuses_bool_unchanged, |dev: &Device| {
-                let x = Tensor::from_slice(&[true, false], &[2], dev)?;
-                let snap = snapshot(&x);
-                let e = refused!(op(&x), "Bool", "to_dtype");
-                assert!(matches!(e, Error::UnsupportedDType { dtype: DType::Bool, .. }));
-                assert_eq!(snapshot(&x), snap);
-                Ok(())
-            });
-
             unary_ints!($($ints)+);
         }
     };
@@ -230,7 +246,10 @@ macro_rules! unary_spec {
 
 macro_rules! binary_ints {
     (refused) => {
-        test_device!(refuses_integer_dtypes_unchanged, |dev: &Device| {
+        // a float-only row computes integers and bools in the default
+        // float dtype: int64 / int64 is true division (NOTE [Type
+        // promotion], rule 4), as PyTorch
+        test_device!(computes_integers_and_bools_in_float32, |dev: &Device| {
             for (a, b) in [
                 (
                     m23_int(&AI, DType::I64, dev)?,
@@ -244,10 +263,23 @@ macro_rules! binary_ints {
                     Tensor::from_slice(&AU, &[2, 3], dev)?,
                     Tensor::from_slice(&BU, &[2, 3], dev)?,
                 ),
+                (
+                    Tensor::from_slice(&[true, false, true, true, false, true], &[2, 3], dev)?,
+                    Tensor::from_slice(&[true, true, false, true, true, true], &[2, 3], dev)?,
+                ),
             ] {
                 let (sa, sb) = (snapshot(&a), snapshot(&b));
-                let e = refused!(op(&a, &b), "not supported", "to_dtype");
-                assert!(matches!(e, Error::UnsupportedDType { .. }));
+                let y = op(&a, &b)?;
+                assert_eq!(y.dtype(), DType::F32);
+                let want =
+                    op(&a.to_dtype(DType::F32)?, &b.to_dtype(DType::F32)?)?.to_vec::<f32>()?;
+                let got = y.to_vec::<f32>()?;
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(g, w)| g == w || (g.is_nan() && w.is_nan())),
+                    "{got:?} vs {want:?}"
+                );
                 assert_eq!((snapshot(&a), snapshot(&b)), (sa, sb));
             }
             Ok(())
@@ -347,12 +379,17 @@ macro_rules! binary_spec {
                 Ok(())
             });
 
-            test_device!(refuses_mixed_dtypes_unchanged, |dev: &Device| {
+            // f32 with f64 computes in f64 (NOTE [Type promotion]): the
+            // f64 values, either side
+            test_device!(promotes_f32_with_f64_to_f64, |dev: &Device| {
                 let a = m23(&A, dev)?;
                 let b = m23_as(&B, DType::F64, dev)?;
                 let (sa, sb) = (snapshot(&a), snapshot(&b));
-                let e = refused!(op(&a, &b), "F32", "F64", "to_dtype");
-                assert!(matches!(e, Error::DTypeMismatch { .. }));
+                let y = op(&a, &b)?;
+                assert_eq!(y.dtype(), DType::F64);
+                close64(&y.to_vec::<f64>()?, &$f64, 1e-12);
+                let y = op(&m23_as(&A, DType::F64, dev)?, &m23(&B, dev)?)?;
+                close64(&y.to_vec::<f64>()?, &$f64, 1e-12);
                 assert_eq!((snapshot(&a), snapshot(&b)), (sa, sb));
                 Ok(())
             });
@@ -364,15 +401,6 @@ macro_rules! binary_spec {
                 let e = refused!(op(&a, &b), "[2, 3]", "[2]", "cannot be broadcast");
                 assert!(matches!(e, Error::BroadcastMismatch { .. }));
                 assert_eq!((snapshot(&a), snapshot(&b)), (sa, sb));
-                Ok(())
-            });
-
-            test_device!(refuses_bool_unchanged, |dev: &Device| {
-                let a = Tensor::from_slice(&[true, false], &[2], dev)?;
-                let snap = snapshot(&a);
-                let e = refused!(op(&a, &a), "Bool", "to_dtype");
-                assert!(matches!(e, Error::UnsupportedDType { dtype: DType::Bool, .. }));
-                assert_eq!(snapshot(&a), snap);
                 Ok(())
             });
 
@@ -702,7 +730,10 @@ binary_spec!(
     f64: [1.0, f64::NAN, 0.3333333333333333, 0.0625, 0.015625, 1.0],
     f16: [1.0, f32::NAN, 0.33325195, 0.0625, 0.015625, 1.0],
     bf16: [1.0, f32::NAN, 0.33398438, 0.0625, 0.015625, 1.0],
-    ints: refused
+    // torch.pow on int64 / uint8 (a negative exponent gives 0 unless the
+    // base is 1 or -1; uint8 wraps)
+    ints: [1, -32, 0, 0, 0, 1],
+    u8: [1, 32, 3, 0, 0, 1]
 );
 
 // ------------------------------------------------------------ comparisons
@@ -753,15 +784,15 @@ macro_rules! compare_spec {
             });
 
             test_device!(
-                refuses_mixed_dtypes_and_bad_shapes_unchanged,
+                promotes_mixed_dtypes_and_refuses_bad_shapes_unchanged,
                 |dev: &Device| {
                     let a = m23(&A, dev)?;
                     let snap = snapshot(&a);
-                    refused!(
-                        op(&a, &m23_int(&AI, DType::I64, dev)?),
-                        stringify!($name),
-                        "to_dtype"
-                    );
+                    // float32 with int64 compares in float32 (NOTE [Type
+                    // promotion]): AI as floats against BI as integers
+                    let af = m23(&AI.map(|v| v as f32), dev)?;
+                    let y = op(&af, &m23_int(&BI, DType::I64, dev)?)?;
+                    assert_eq!(y.to_vec::<bool>()?, $i64);
                     refused!(
                         op(&a, &Tensor::zeros(&[2], DType::F32, dev)?),
                         "cannot be broadcast"
@@ -852,11 +883,10 @@ test_device!(where_cond_refuses_bad_inputs_unchanged, |dev: &Device| {
     let e = refused!(a.where_cond(&a, &b), "where", "Bool");
     assert!(matches!(e, Error::DTypeMismatch { .. }));
     let cond = a.gt(&b)?;
-    refused!(
-        cond.where_cond(&a, &m23_as(&B, DType::F64, dev)?),
-        "where",
-        "to_dtype"
-    );
+    // branches of different dtypes promote (torch.where): f32 with f64
+    let y = cond.where_cond(&a, &m23_as(&B, DType::F64, dev)?)?;
+    assert_eq!(y.dtype(), DType::F64);
+    assert_eq!(y.to_vec::<f64>()?, [2.0, 0.5, 3.0, 4.0, 4.0, 2.0]);
     refused!(
         cond.where_cond(&a, &Tensor::zeros(&[2], DType::F32, dev)?),
         "cannot be broadcast"
@@ -946,11 +976,17 @@ test_device!(add_scalar_and_mul_scalar, |dev: &Device| {
         [-2., 4., -6., -1., -8., 2.]
     );
     let ai = m23_int(&AI, DType::I64, dev)?;
+    assert_eq!(ai.add_scalar(10)?.to_vec::<i64>()?, [11, 8, 13, 10, 14, 9]);
+    assert_eq!(ai.mul_scalar(3)?.to_vec::<i64>()?, [3, -6, 9, 0, 12, -3]);
+    // a float number promotes the integers to float32, as in PyTorch
     assert_eq!(
-        ai.add_scalar(10.0)?.to_vec::<i64>()?,
-        [11, 8, 13, 10, 14, 9]
+        ai.add_scalar(0.5)?.to_vec::<f32>()?,
+        [1.5, -1.5, 3.5, 0.5, 4.5, -0.5]
     );
-    assert_eq!(ai.mul_scalar(3.0)?.to_vec::<i64>()?, [3, -6, 9, 0, 12, -3]);
+    assert_eq!(
+        ai.mul_scalar(2.0)?.to_vec::<f32>()?,
+        [2., -4., 6., 0., 8., -2.]
+    );
     // on a transpose: (a.T + 10).flatten()
     assert_eq!(
         a.t()?.add_scalar(10.0)?.to_vec::<f32>()?,
@@ -959,14 +995,22 @@ test_device!(add_scalar_and_mul_scalar, |dev: &Device| {
     Ok(())
 });
 
-test_device!(scalar_ops_refuse_bool_unchanged, |dev: &Device| {
-    let b = Tensor::from_slice(&[true, false], &[2], dev)?;
-    let snap = snapshot(&b);
-    refused!(b.add_scalar(1.0), "Bool");
-    refused!(b.mul_scalar(2.0), "Bool");
-    assert_eq!(snapshot(&b), snap);
-    Ok(())
-});
+test_device!(
+    scalar_ops_on_bool_promote_and_refuse_subtraction,
+    |dev: &Device| {
+        let b = Tensor::from_slice(&[true, false], &[2], dev)?;
+        let snap = snapshot(&b);
+        // torch: True + 1 is int64, True * 2.0 float32, True + True bool
+        assert_eq!(b.add_scalar(1)?.to_vec::<i64>()?, [2, 1]);
+        assert_eq!(b.mul_scalar(2.0)?.to_vec::<f32>()?, [2.0, 0.0]);
+        assert_eq!(b.add(&b)?.to_vec::<bool>()?, [true, false]);
+        // and refuses `-` with a bool operand
+        refused!(b.sub_scalar(1), "Bool");
+        refused!(b.rsub(1), "Bool");
+        assert_eq!(snapshot(&b), snap);
+        Ok(())
+    }
+);
 
 test_device!(clamp_with_one_open_side, |dev: &Device| {
     let x = m23(&X, dev)?;
@@ -1044,12 +1088,19 @@ test_device!(operator_overloads_return_errors, |dev: &Device| {
     let snap = snapshot(&a);
     let e = (&a + &Tensor::zeros(&[4], DType::F32, dev)?).expect_err("shapes [2,3] and [4]");
     assert!(matches!(e, Error::BroadcastMismatch { .. }));
+    // integer / float number is true division in float32, as in PyTorch
     let ai = m23_int(&AI, DType::I64, dev)?;
-    let e = (&ai / 2.0).expect_err("integer division");
+    assert_eq!(
+        (&ai / 2.0)?.to_vec::<f32>()?,
+        [0.5, -1.0, 1.5, 0.0, 2.0, -0.5]
+    );
+    // `-` with a bool operand is refused, as in PyTorch
+    let m = Tensor::from_slice(&[true, false], &[2], dev)?;
+    let e = (&m - 1.0).expect_err("bool - 1.0");
     assert!(matches!(
         e,
         Error::UnsupportedDType {
-            dtype: DType::I64,
+            dtype: DType::Bool,
             ..
         }
     ));

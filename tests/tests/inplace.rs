@@ -339,26 +339,37 @@ test_device!(
     }
 );
 
-test_device!(refuses_dtype_mismatch_unchanged, |dev: &Device| {
-    let x = f32s(&[1., 2.], &[2], dev)?;
-    let snap = snapshot(&x);
-    let y = Tensor::from_slice(&[1.0f64, 2.0], &[2], dev)?;
-    for r in [x.add_(&y), x.sub_(&y), x.mul_(&y), x.div_(&y)] {
-        let e = refused!(r, "F32", "F64", "to_dtype");
-        assert!(matches!(e, Error::DTypeMismatch { .. }));
+test_device!(
+    refuses_a_result_of_a_higher_category_unchanged,
+    |dev: &Device| {
+        // int64 op= float: the float result cannot be written into int64
+        // (NOTE [Type promotion], rule 5; PyTorch refuses the same)
+        let x = Tensor::from_slice(&[1i64, 2], &[2], dev)?;
+        let snap = snapshot(&x);
+        let y = Tensor::from_slice(&[1.0f64, 2.0], &[2], dev)?;
+        for r in [x.add_(&y), x.sub_(&y), x.mul_(&y), x.div_(&y)] {
+            let e = refused!(r, "float64", "int64", "to_dtype");
+            assert!(matches!(e, Error::CannotCast { .. }));
+        }
+        assert_eq!(snapshot(&x), snap);
+        // float32 op= float64 computes in float64 and keeps float32
+        let f = f32s(&[1., 2.], &[2], dev)?;
+        f.mul_(&y)?;
+        assert_eq!((f.dtype(), f.to_vec::<f32>()?), (DType::F32, vec![1., 4.]));
+        Ok(())
     }
-    assert_eq!(snapshot(&x), snap);
-    Ok(())
-});
+);
 
 test_device!(refuses_integer_div_unchanged, |dev: &Device| {
     let x = Tensor::from_slice(&[4i64, 6], &[2], dev)?;
     let snap = snapshot(&x);
+    // int64 / int64 is true division (a float32 result)
     let e = refused!(x.div_(&Tensor::scalar(2i64, dev)?), "div", "to_dtype");
     assert!(matches!(
         e,
-        Error::UnsupportedDType {
-            dtype: DType::I64,
+        Error::CannotCast {
+            result: DType::F32,
+            dest: DType::I64,
             ..
         }
     ));
@@ -371,10 +382,16 @@ test_device!(
     |dev: &Device| {
         let b = Tensor::from_slice(&[true, false], &[2], dev)?;
         let snap = snapshot(&b);
-        refused!(b.add_(&b), "Bool");
-        refused!(b.mul_(&b), "Bool");
+        refused!(b.sub_(&b), "Bool");
+        refused!(b.add_scalar_(1), "int64", "bool");
         refused!(b.clamp_(Some(0.0), Some(1.0)), "Bool");
         assert_eq!(snapshot(&b), snap);
+        // bool += bool is logical or, *= logical and (PyTorch)
+        let c = Tensor::from_slice(&[true, false], &[2], dev)?;
+        c.add_(&Tensor::from_slice(&[false, true], &[2], dev)?)?;
+        assert_eq!(c.to_vec::<bool>()?, [true, true]);
+        c.mul_(&Tensor::from_slice(&[false, true], &[2], dev)?)?;
+        assert_eq!(c.to_vec::<bool>()?, [false, true]);
         // fill_ and copy_ are fine on bool
         b.fill_(0.0)?;
         assert_eq!(b.to_vec::<bool>()?, [false, false]);

@@ -1,9 +1,9 @@
-//! A scalar on an integer tensor is never truncated, saturated or wrapped
-//! (README, "Reliability promises"): in arithmetic, a value the tensor's
-//! dtype does not hold exactly (non-integral, NaN, infinite, out of range)
-//! is an `Err` naming the method called, and an in-place form leaves the
-//! tensor as it was. PyTorch promotes such pairs to float; until kael's
-//! type promotion lands, refusing is the only answer that is never wrong.
+//! A number on an integer tensor is never truncated, saturated or wrapped
+//! (README, "Reliability promises"): a float number promotes the tensor
+//! to float as PyTorch does (NOTE [Type promotion]); an integer number the
+//! dtype does not hold is an `Err` naming the method called (PyTorch wraps
+//! it); an in-place form whose result the tensor cannot hold is refused
+//! and leaves the tensor as it was.
 //! Fills convert as PyTorch's (toward zero: torch 2.15's outputs below) and
 //! refuse what would overflow, as PyTorch does.
 
@@ -32,10 +32,40 @@ fn refused_by<T: std::fmt::Debug>(op: &str, r: kael_core::Result<T>) {
 }
 
 test_device!(
-    non_integral_non_finite_and_out_of_range_scalars_are_refused,
+    float_numbers_promote_integer_tensors_as_pytorch_does,
     |dev| {
         let x = ints(dev);
-        let inexact = [2.5, 0.5];
+        // torch.tensor([1, 2, -3]) + 2.5 is float32 [3.5, 4.5, -0.5]; * 0.5
+        // is [0.5, 1.0, -1.5]; >= 2.5 is all false; + nan is all nan
+        assert_eq!(x.add_scalar(2.5)?.to_vec::<f32>()?, vec![3.5, 4.5, -0.5]);
+        assert_eq!(x.mul_scalar(0.5)?.to_vec::<f32>()?, vec![0.5, 1.0, -1.5]);
+        assert_eq!((&x - 0.5)?.to_vec::<f32>()?, vec![0.5, 1.5, -3.5]);
+        assert_eq!(x.rsub(0.5)?.to_vec::<f32>()?, vec![-0.5, -1.5, 3.5]);
+        let ge = x.ge(&x.number_operand("ge", 2.5)?)?;
+        assert_eq!(ge.to_vec::<bool>()?, vec![false, false, false]);
+        assert!(
+            x.add_scalar(f64::NAN)?
+                .to_vec::<f32>()?
+                .iter()
+                .all(|v| v.is_nan())
+        );
+        assert_eq!(x.add_scalar(1e30)?.to_vec::<f32>()?, vec![1e30f32; 3]);
+        let x_bad = [2.5, f64::NAN, f64::INFINITY, 1e30];
+        for bad in x_bad {
+            if !(bad.is_finite() && bad == bad.trunc()) {
+                // clamp keeps its dtype: a bound it cannot hold is refused
+                refused_by("clamp", x.clamp(Some(bad), None));
+                refused_by("clamp_", x.clamp_(None, Some(bad)));
+            }
+            // in place: the float result cannot be written into int64 (as
+            // PyTorch), and the tensor keeps its values
+            for r in [x.add_scalar_(bad), x.mul_scalar_(bad)] {
+                let e = r.unwrap_err();
+                assert!(matches!(e, Error::CannotCast { .. }), "{e}");
+            }
+            assert_eq!(x.to_vec::<i64>()?, vec![1, 2, -3]);
+            assert_eq!(x.version(), 0);
+        }
         let overflowing = [
             f64::NAN,
             f64::INFINITY,
@@ -43,25 +73,6 @@ test_device!(
             1e30,
             9_223_372_036_854_775_808.0,
         ];
-        for bad in inexact.into_iter().chain(overflowing) {
-            // arithmetic: PyTorch promotes to float; kael refuses until it does
-            refused_by("add_scalar", x.add_scalar(bad));
-            refused_by("mul_scalar", x.mul_scalar(bad));
-            refused_by("sub_scalar", x.sub_scalar(bad));
-            refused_by("rsub", x.rsub(bad));
-            refused_by("add", &x + bad);
-            refused_by("mul", &x * bad);
-            if !(bad.is_finite() && bad == bad.trunc()) {
-                // an integral bound past the range clamps exactly (below)
-                refused_by("clamp", x.clamp(Some(bad), None));
-                refused_by("clamp_", x.clamp_(None, Some(bad)));
-            }
-            // in place: refused (as PyTorch), and the tensor keeps its values
-            refused_by("add_scalar_", x.add_scalar_(bad));
-            refused_by("mul_scalar_", x.mul_scalar_(bad));
-            assert_eq!(x.to_vec::<i64>()?, vec![1, 2, -3]);
-            assert_eq!(x.version(), 0);
-        }
         // fills convert as PyTorch's do (toward zero) but never overflow:
         // NaN, infinities and out-of-range values are refused, not saturated
         let mask = x.gt(&x.zeros_like()?)?;
@@ -100,22 +111,24 @@ test_device!(each_integer_dtype_takes_exactly_its_range, |dev| {
             9_223_372_036_854_774_784.0,
         ),
     ];
+    // an integer number the tensor's dtype does not hold is refused, where
+    // PyTorch wraps it (uint8 + 300 is 44 there)
     for (dtype, lo, hi) in cases {
         let x = Tensor::zeros(&[1], dtype, dev)?;
-        for ok in [lo, hi, 0.0, -0.0] {
-            let got = x.add_scalar(ok)?.to_dtype(DType::F64)?.to_vec::<f64>()?;
-            assert_eq!(got, vec![ok], "{dtype:?} + {ok}");
+        let (lo, hi) = (lo as i64, hi as i64);
+        for ok in [lo, hi, 0] {
+            let got = x.add_scalar(ok)?;
+            assert_eq!(got.dtype(), dtype);
+            assert_eq!(
+                got.to_dtype(DType::F64)?.to_vec::<f64>()?,
+                vec![ok as f64],
+                "{dtype:?} + {ok}"
+            );
         }
-        let past_hi = if dtype == DType::I64 {
-            9_223_372_036_854_775_808.0
-        } else {
-            hi + 1.0
-        };
-        for bad in [lo - 1.0, past_hi, lo + 0.5] {
-            if dtype == DType::I64 && bad == lo - 1.0 {
-                continue; // -2^63 - 1 rounds to -2^63 in f64: it is -2^63
+        if dtype != DType::I64 {
+            for bad in [lo - 1, hi + 1] {
+                refused_by("add_scalar", x.add_scalar(bad));
             }
-            refused_by("add_scalar", x.add_scalar(bad));
         }
     }
     Ok(())
@@ -125,8 +138,8 @@ test_device!(
     integral_scalars_still_compute_and_float_tensors_take_any_scalar,
     |dev| {
         let x = ints(dev);
-        assert_eq!(x.add_scalar(2.0)?.to_vec::<i64>()?, vec![3, 4, -1]);
-        assert_eq!(x.mul_scalar(-3.0)?.to_vec::<i64>()?, vec![-3, -6, 9]);
+        assert_eq!(x.add_scalar(2)?.to_vec::<i64>()?, vec![3, 4, -1]);
+        assert_eq!(x.mul_scalar(-3)?.to_vec::<i64>()?, vec![-3, -6, 9]);
         assert_eq!(
             x.clamp(Some(0.0), Some(1.0))?.to_vec::<i64>()?,
             vec![1, 1, 0]

@@ -17,8 +17,10 @@ test_device!(scalar_on_either_side_matches_hand_values, |dev: &Device| {
     assert_eq!(x.rsub(1.0)?.to_vec::<f64>()?, vec![0.0, 3.0, -3.0]);
     assert_eq!(x.rdiv(2.0)?.to_vec::<f64>()?, vec![2.0, -1.0, 0.5]);
     let i = Tensor::from_slice(&[5i32, -7], &[2], dev)?;
-    assert_eq!(i.sub_scalar(2.0)?.to_vec::<i32>()?, vec![3, -9]);
-    assert_eq!(i.rsub(1.0)?.to_vec::<i32>()?, vec![-4, 8]);
+    assert_eq!(i.sub_scalar(2)?.to_vec::<i32>()?, vec![3, -9]);
+    assert_eq!(i.rsub(1)?.to_vec::<i32>()?, vec![-4, 8]);
+    // a float number promotes int32 to float32 (torch: 1.0 - tensor([5, -7], dtype=int32))
+    assert_eq!(i.rsub(1.0)?.to_vec::<f32>()?, vec![-4.0, 8.0]);
     Ok(())
 });
 
@@ -65,12 +67,20 @@ test_device!(
     |dev: &Device| {
         let i = Tensor::from_slice(&[4i64, 6], &[2], dev)?;
         let b = Tensor::from_slice(&[true, false], &[2], dev)?;
+        // int64 / 2 computes (true division, float32); in place it cannot
+        // be written back; bool has no `-` (PyTorch refuses both)
+        assert_eq!(i.div_scalar(2)?.to_vec::<f32>()?, vec![2.0, 3.0]);
         let cases = [
-            (i.div_scalar(2.0).map(|_| ()), "div_scalar"),
-            (i.rdiv(2.0).map(|_| ()), "rdiv"),
-            (i.div_scalar_(2.0), "div_scalar_"),
-            (b.add_scalar_(1.0), "add_scalar_"),
+            (i.div_scalar_(2), "div_scalar_"),
+            (i.add_scalar_(0.5), "add_scalar_"),
+            (b.add_scalar_(1), "add_scalar_"),
             (b.sub_scalar(1.0).map(|_| ()), "sub_scalar"),
+            (
+                i.add_scalar(1i64 << 40)
+                    .and_then(|_| i.to_dtype(kael_core::DType::I32)?.add_scalar(1i64 << 40))
+                    .map(|_| ()),
+                "add_scalar",
+            ),
         ];
         for (r, name) in cases {
             let e = r.unwrap_err();

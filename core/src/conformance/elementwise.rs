@@ -123,8 +123,8 @@ fn binary(c: &mut Checker<'_>) {
 fn scalar(c: &mut Checker<'_>) {
     type ScalarFn = fn(&Tensor) -> Result<Tensor>;
     let ops: [(&'static str, ScalarFn, bool); 4] = [
-        ("add_scalar", |x| x.add_scalar(2.0), true),
-        ("mul_scalar", |x| x.mul_scalar(-3.0), true),
+        ("add_scalar", |x| x.add_scalar(2), true),
+        ("mul_scalar", |x| x.mul_scalar(-3), true),
         ("sub (f64 operand)", |x| x - 0.5, false),
         ("div (f64 operand)", |x| x / 4.0, false),
     ];

@@ -150,7 +150,7 @@ fn count_up(n: &Tensor) -> Result<()> {
             n.copy_(&Tensor::declared(Family::AddInt, 0, &words, &[n])?)
                 .map(|_| ())
         } else {
-            n.add_scalar_(1.0).map(|_| ())
+            n.add_scalar_(1).map(|_| ())
         }
     })
 }

@@ -101,18 +101,28 @@ let b = Tensor::from_slice(&[3.0f32], &[1], &dev)?;
 assert_eq!(a.minimum(&b)?.to_vec::<f32>()?, vec![1.0, 3.0]);",
         check: (Ties, Ties, smooth: false),
     }
-    /// Elementwise `self ^ other` (float dtypes).
+    /// Elementwise `self ^ other` (integers by squaring, wrapping; a
+    /// negative integer exponent gives PyTorch's 0, 1 or ±1).
     Pow => POW {
         float: (
             |a, b| T::from_f64(libm::pow(a.to_f64(), b.to_f64())),
             "return T::from_f64(pow(T::f64(a), T::f64(b)));"
         ),
-        int: refused,
+        int: (
+            |a, b| a.pow_int(b),
+            "C r = (C)1; C e = b; C x = a; if (e < (C)0) { if (x == (C)1) return T::st((C)1); if (x == (C)-1) return T::st((e % (C)2) ? x : (C)1); return T::st((C)0); } while (e) { if (e & (C)1) r = (C)((U)r * (U)x); e /= (C)2; x = (C)((U)x * (U)x); } return T::st(r);"
+        ),
         grad: [a b y] |g, a, b, y| {
-            // d a^b / da = b a^(b-1); d/db = a^b ln a
+            // d a^b / da = b a^(b-1), 0 where b = 0 (not 0 * inf at a = 0);
+            // d/db = a^b ln a, 0 where a = 0 and b >= 0 (PyTorch's
+            // `pow_backward_self` / `pow_backward_exponent`)
             let (a, b) = (a()?, b()?);
+            let zero = g.scalar_like(0.0)?;
             let ga = g.mul(&b.mul(&a.pow(&b.add_scalar(-1.0)?)?)?)?;
+            let ga = b.eq(&zero)?.where_cond(&zero, &ga)?;
             let gb = g.mul(&y()?.mul(&a.log()?)?)?;
+            let a0 = a.eq(&zero)?.logical_and(&b.ge(&zero)?)?;
+            let gb = a0.where_cond(&zero, &gb)?;
             Ok((ga, gb))
         },
         backward: "PowBackward",
@@ -160,7 +170,7 @@ assert_eq!(y.atan2(&x)?.to_vec::<f32>()?, vec![std::f32::consts::FRAC_PI_2, -std
             Ok((g.clone(), g.mul(&a()?.div(&b()?)?.floor()?)?.neg()?))
         },
         backward: "RemainderBackward",
-        method: fn remainder check |a, b| int_divisor_nonzero("remainder", b);,
+        method: fn remainder check |a, b| int_divisor_nonzero("remainder", a, b);,
         example: "let a = Tensor::from_slice(&[-7i64, 7], &[2], &dev)?;
 let b = Tensor::from_slice(&[3i64], &[1], &dev)?;
 assert_eq!(a.remainder(&b)?.to_vec::<i64>()?, vec![2, 1]);",
@@ -180,7 +190,7 @@ assert_eq!(a.remainder(&b)?.to_vec::<i64>()?, vec![2, 1]);",
             Ok((g.clone(), g.mul(&a()?.div(&b()?)?.trunc()?)?.neg()?))
         },
         backward: "FmodBackward",
-        method: fn fmod check |a, b| int_divisor_nonzero("fmod", b);,
+        method: fn fmod check |a, b| int_divisor_nonzero("fmod", a, b);,
         example: "let a = Tensor::from_slice(&[-7i64, 7], &[2], &dev)?;
 let b = Tensor::from_slice(&[3i64], &[1], &dev)?;
 assert_eq!(a.fmod(&b)?.to_vec::<i64>()?, vec![-1, 1]);",
@@ -248,7 +258,98 @@ let b = Tensor::from_slice(&[10i32], &[1], &dev)?;
 assert_eq!(a.bitwise_or(&b)?.to_vec::<i32>()?, vec![14, -1]);",
         check: (Normal, Normal, smooth: false),
     }
+    /// Elementwise bitwise exclusive or (integer dtypes; logical on bool).
+    BitwiseXor => BITWISE_XOR {
+        float: refused,
+        int: (|a, b| a ^ b, "return T::st(a ^ b);"),
+        grad: [] |g, a, b, y| Err(no_gradient("bitwise_xor")),
+        backward: "BitwiseXorBackward",
+        method: fn bitwise_xor,
+        example: "let a = Tensor::from_slice(&[12i32, -1], &[2], &dev)?;
+let b = Tensor::from_slice(&[10i32], &[1], &dev)?;
+assert_eq!(a.bitwise_xor(&b)?.to_vec::<i32>()?, vec![6, -11]);",
+        check: (Normal, Normal, smooth: false),
+    }
+    /// Elementwise `self << other` (integer dtypes, PyTorch's
+    /// `bitwise_left_shift`; a shift below 0 or past the width gives 0).
+    BitwiseLeftShift => BITWISE_LEFT_SHIFT {
+        float: refused,
+        int: (
+            |a, b| a.shl_clamped(b),
+            "long long s = (long long)b; if (s < 0 || s >= (long long)(8 * sizeof(C))) return T::st((C)0); return T::st((C)((U)a << s));"
+        ),
+        grad: [] |g, a, b, y| Err(no_gradient("bitwise_left_shift")),
+        backward: "BitwiseLeftShiftBackward",
+        method: fn bitwise_left_shift,
+        example: "let a = Tensor::from_slice(&[3i64, -1], &[2], &dev)?;
+let b = Tensor::from_slice(&[2i64], &[1], &dev)?;
+assert_eq!(a.bitwise_left_shift(&b)?.to_vec::<i64>()?, vec![12, -4]);",
+        check: (Normal, Normal, smooth: false),
+    }
+    /// Elementwise `self >> other` (integer dtypes, arithmetic for signed
+    /// ones, PyTorch's `bitwise_right_shift`; a shift below 0 or past the
+    /// width shifts by the width less one).
+    BitwiseRightShift => BITWISE_RIGHT_SHIFT {
+        float: refused,
+        int: (
+            |a, b| a.shr_clamped(b),
+            "long long s = (long long)b; if (s < 0 || s >= (long long)(8 * sizeof(C))) s = 8 * sizeof(C) - 1; return T::st((C)(a >> s));"
+        ),
+        grad: [] |g, a, b, y| Err(no_gradient("bitwise_right_shift")),
+        backward: "BitwiseRightShiftBackward",
+        method: fn bitwise_right_shift,
+        example: "let a = Tensor::from_slice(&[12i64, -8], &[2], &dev)?;
+let b = Tensor::from_slice(&[2i64], &[1], &dev)?;
+assert_eq!(a.bitwise_right_shift(&b)?.to_vec::<i64>()?, vec![3, -2]);",
+        check: (Normal, Normal, smooth: false),
+    }
+    /// Elementwise `floor(self / other)` (Python's `//`, PyTorch's
+    /// `floor_divide`). Integer division by zero is an `Err`; float
+    /// division by zero gives inf or NaN. No gradient flows through it
+    /// (it is zero almost everywhere, as in PyTorch).
+    FloorDivide => FLOOR_DIVIDE {
+        float: (
+            |a, b| a.map2_f(b, floor_div32, floor_div64),
+            "if (b == (C)0) return T::st(a / b); C m = m_fmod(a, b); C d = (a - m) / b; if (m != (C)0 && ((b < (C)0) != (m < (C)0))) d -= (C)1; C f; if (d != (C)0) { f = floor(d); if (d - f > (C)0.5) f += (C)1; } else { f = copysign((C)0, a / b); } return T::st(f);"
+        ),
+        int: (
+            |a, b| a.floor_div(b),
+            "if (b == (C)0) return T::st((C)0); C q = a / b; C r = a % b; if (r != (C)0 && ((r < (C)0) != (b < (C)0))) q -= (C)1; return T::st(q);"
+        ),
+        grad: [] |g, a, b, y| Ok((g.zeros_like()?, g.zeros_like()?)),
+        backward: "FloorDivideBackward",
+        method: fn floor_divide check |a, b| int_divisor_nonzero("floor_divide", a, b);,
+        example: "let a = Tensor::from_slice(&[-7i64, 7], &[2], &dev)?;
+let b = Tensor::from_slice(&[2i64], &[1], &dev)?;
+assert_eq!(a.floor_divide(&b)?.to_vec::<i64>()?, vec![-4, 3]);",
+        check: (Normal, NonZero, smooth: false),
+    }
 }
+
+/// PyTorch's `div_floor_floating`: `floor(a / b)` from `fmod`, so that
+/// `a - b * floor_divide(a, b)` is `remainder(a, b)` exactly.
+macro_rules! floor_div_float {
+    ($name:ident, $t:ty, $fmod:path, $floor:path, $copysign:path) => {
+        fn $name(a: $t, b: $t) -> $t {
+            if b == 0.0 {
+                return a / b;
+            }
+            let m = $fmod(a, b);
+            let mut d = (a - m) / b;
+            if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+                d -= 1.0;
+            }
+            if d != 0.0 {
+                let f = $floor(d);
+                if d - f > 0.5 { f + 1.0 } else { f }
+            } else {
+                $copysign(0.0, a / b)
+            }
+        }
+    };
+}
+floor_div_float!(floor_div32, f32, libm::fmodf, libm::floorf, libm::copysignf);
+floor_div_float!(floor_div64, f64, libm::fmod, libm::floor, libm::copysign);
 
 /// Maximum's (`max`) or minimum's gradients: the winner takes `g`, ties
 /// split it evenly.
@@ -271,8 +372,14 @@ fn no_gradient(op: &'static str) -> Error {
 
 /// Refuses a zero divisor of an integer division-like op (PyTorch raises
 /// `ZeroDivisionError`); float divisors may be zero.
-fn int_divisor_nonzero(op: &'static str, divisor: &Tensor) -> Result<()> {
-    if !divisor.dtype().is_int() || divisor.numel() == 0 {
+fn int_divisor_nonzero(op: &'static str, dividend: &Tensor, divisor: &Tensor) -> Result<()> {
+    let computes_in = crate::promote::of_two(
+        dividend.dtype(),
+        dividend.rank(),
+        divisor.dtype(),
+        divisor.rank(),
+    );
+    if !computes_in.is_int() || divisor.numel() == 0 {
         return Ok(());
     }
     let zeros = crate::autograd::no_grad(|| {

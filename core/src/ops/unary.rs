@@ -232,7 +232,12 @@ unary_table! {
         float: (|x| T::from_f64(libm::pow(x.to_f64(), p)), "return T::from_f64(pow(T::f64(x), p0));"),
         int: refused,
         cuda_args: (p, 0.0, 0),
-        grad: [x] |g, x, y| g.mul(&x()?.powf(p - 1.0)?.mul_scalar(p)?),
+        grad: [x] |g, x, y| if p == 0.0 {
+            // 0, not 0 * x^-1 (NaN at x = 0), as PyTorch's `pow_backward`
+            g.zeros_like()
+        } else {
+            g.mul(&x()?.powf(p - 1.0)?.mul_scalar(p)?)
+        },
         backward: "PowBackward",
         inplace: powf_(2.0),
         method: pub fn powf(exponent: f64) => UnaryOp::Powf(exponent),

@@ -79,6 +79,10 @@ impl Tensor {
     /// ```
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
         const OP: &str = "cat";
+        if let Some(same) = Tensor::promoted_list(tensors)? {
+            // NOTE [Type promotion]
+            return Tensor::cat(&same.iter().collect::<Vec<_>>(), dim);
+        }
         let Some(first) = tensors.first() else {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -168,6 +172,10 @@ impl Tensor {
     /// ```
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
         const OP: &str = "stack";
+        if let Some(same) = Tensor::promoted_list(tensors)? {
+            // NOTE [Type promotion]
+            return Tensor::stack(&same.iter().collect::<Vec<_>>(), dim);
+        }
         let Some(first) = tensors.first() else {
             return Err(Error::InvalidArgument {
                 op: OP,

@@ -18,7 +18,6 @@
 //! 5. Checks run before any write: a refused op leaves the tensor unchanged.
 
 use super::Tensor;
-use super::ops::check_binary_dtype;
 use crate::autograd::{self, SavedTensor, rules::Rule};
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::error::{ErrShape, Error, Result};
@@ -84,8 +83,9 @@ impl Tensor {
     /// `self = self op other`; errors name the in-place method (`name`,
     /// e.g. `add_`), which is what the user called.
     pub(crate) fn binary_(&self, op: BinaryOp, name: &'static str, other: &Tensor) -> Result<()> {
-        self.same_dtype(name, other)?;
-        check_binary_dtype(op, self.dtype()).map_err(|e| e.renamed(name))?;
+        if !super::promoted::runs_as_is(op, self.dtype(), other.dtype()) {
+            return self.binary_promoted_(op, name, other);
+        }
         self.check_writable(name)?;
         self.check_inplace_autograd(name)?;
         let src = autograd::no_grad(|| self.source_for(name, other))?;
@@ -127,13 +127,50 @@ impl Tensor {
         Ok(())
     }
 
+    /// [`Tensor::binary_`] for operands of different dtypes, or of one
+    /// dtype the op computes in another (NOTE [Type promotion], rule 5):
+    /// the result dtype must fit `self`'s category; `other` is converted
+    /// when the op computes in `self`'s dtype, and otherwise (a wider
+    /// result: `float16 += float32 tensor`, bool logic) the op runs out of
+    /// place on a copy of `self` and the result is written back converted.
+    fn binary_promoted_(&self, op: BinaryOp, name: &'static str, other: &Tensor) -> Result<()> {
+        let d = super::promoted::binary_dtypes(op, self, other).map_err(|e| e.renamed(name))?;
+        crate::promote::check_inplace(name, d.out, self.dtype())?;
+        self.same_device(name, other)?;
+        if d.compute == self.dtype() && d.out == self.dtype() {
+            return self.binary_(op, name, &other.to_dtype(d.compute)?);
+        }
+        self.check_writable(name)?;
+        self.check_inplace_autograd(name)?;
+        // the shape check of `source_for`, before anything is computed
+        let shape = broadcast_shapes(name, self.shape(), other.shape())?;
+        if &shape[..] != self.shape() {
+            return Err(Error::ShapeMismatch {
+                op: name,
+                expected: ErrShape::of(self.shape()),
+                got: ErrShape::of(other.shape()),
+            });
+        }
+        let result = self
+            .deep_clone()?
+            .binary_op(op, other)
+            .map_err(|e| e.renamed(name))?;
+        self.copy_(&result).map_err(|e| e.renamed(name))
+    }
+
     /// `self = op(self)`, for the in-place methods the unary op table
     /// generates; errors name `name`, the method the user called.
     pub(crate) fn unary_(&self, op: UnaryOp, name: &'static str) -> Result<()> {
-        self.dtype().require_numeric(name)?;
         if !op.works_on_ints() {
-            self.dtype().require_float(name)?;
+            // a float-only row on an integer tensor computes in a float
+            // dtype the destination cannot hold (NOTE [Type promotion])
+            crate::promote::check_inplace(
+                name,
+                crate::promote::to_float(self.dtype()),
+                self.dtype(),
+            )?;
         }
+        self.dtype().require_numeric(name)?;
         super::ops::check_unary_scalars(op, name, self.dtype())?;
         self.check_writable(name)?;
         self.check_inplace_autograd(name)?;

@@ -33,6 +33,7 @@ mod index;
 mod inplace;
 mod linalg;
 mod ops;
+mod promoted;
 mod readback;
 mod rearrange;
 mod reduce;

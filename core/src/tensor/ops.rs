@@ -7,12 +7,20 @@ use crate::backend::{BinaryOp, CmpOp, Src, UnaryOp};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::promote::Number;
 use crate::shape::{Dims, broadcast_into, broadcast_shapes};
 use alloc::boxed::Box;
 
 impl Tensor {
     /// `op(self)` into a new tensor of the same shape and dtype.
     pub(crate) fn unary_op(&self, op: UnaryOp) -> Result<Tensor> {
+        if !op.works_on_ints() && !self.dtype().is_float() {
+            // float-only rows compute integers and bools in the default
+            // float dtype (NOTE [Type promotion], rule 4)
+            return self
+                .to_dtype(crate::promote::to_float(self.dtype()))?
+                .unary_op(op);
+        }
         if self.dtype() == DType::Bool {
             return Err(Error::UnsupportedDType {
                 op: op.name(),
@@ -71,8 +79,10 @@ impl Tensor {
 
     /// `self op other` with broadcasting.
     pub(crate) fn binary_op(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
-        self.same_dtype(op.name(), other)?;
-        check_binary_dtype(op, self.dtype())?;
+        if !super::promoted::runs_as_is(op, self.dtype(), other.dtype()) {
+            // NOTE [Type promotion]
+            return self.binary_promoted(op, other);
+        }
         let kernel = |sa: Src<'_>, dev: &Device, sb: Src<'_>, dev_b: &Device| {
             let (lhs, rhs) = (dev.kind(), dev_b.kind());
             if lhs != rhs {
@@ -118,7 +128,11 @@ impl Tensor {
     }
 
     pub(crate) fn compare_op(&self, op: CmpOp, other: &Tensor) -> Result<Tensor> {
-        self.same_dtype(op.name(), other)?;
+        if self.dtype() != other.dtype() {
+            // NOTE [Type promotion]: compared in the common dtype
+            let r = crate::promote::of_two(self.dtype(), self.rank(), other.dtype(), other.rank());
+            return self.to_dtype(r)?.compare_op(op, &other.to_dtype(r)?);
+        }
         let (a, b) = self.broadcast_pair(op.name(), other)?;
         a.with_src_on(|sa, dev| {
             b.with_src(|sb| {
@@ -201,42 +215,24 @@ pub(crate) fn check_unary_scalars(op: UnaryOp, name: &'static str, dtype: DType)
     Ok(())
 }
 
-/// Whether the op table accepts `dtype` for `op` (NOTE [Op table]).
-pub(crate) fn check_binary_dtype(op: BinaryOp, dtype: DType) -> Result<()> {
-    if dtype == DType::Bool {
-        return Err(Error::UnsupportedDType {
-            op: op.name(),
-            dtype,
-            supported: "numeric dtypes",
-        });
-    }
-    if dtype.is_int() && !op.works_on_ints() {
-        dtype.require_float(op.name())?;
-    }
-    if dtype.is_float() && !op.works_on_floats() {
-        return Err(Error::UnsupportedDType {
-            op: op.name(),
-            dtype,
-            supported: "integer dtypes",
-        });
-    }
-    Ok(())
-}
-
 impl Tensor {
-    /// `self + value`.
+    /// `self + value`; the number promotes as PyTorch's Python numbers do
+    /// (`int64 + 10` is int64, `int64 + 0.5` float32; NOTE [Type
+    /// promotion]).
     ///
     /// # Errors
-    /// As [`Tensor::add`].
+    /// As [`Tensor::add`]; a number the result dtype cannot hold
+    /// (`uint8 + 300`).
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
     /// let a = Tensor::from_slice(&[1i64, 2], &[2], &Device::cpu())?;
-    /// assert_eq!(a.add_scalar(10.0)?.to_vec::<i64>()?, vec![11, 12]);
+    /// assert_eq!(a.add_scalar(10)?.to_vec::<i64>()?, vec![11, 12]);
+    /// assert_eq!(a.add_scalar(0.5)?.to_vec::<f32>()?, vec![1.5, 2.5]);
     /// # Ok::<(), kael_core::Error>(())
     /// ```
-    pub fn add_scalar(&self, value: f64) -> Result<Tensor> {
-        self.scalar_arg("add_scalar", value)
+    pub fn add_scalar(&self, value: impl Into<Number>) -> Result<Tensor> {
+        self.number_operand("add_scalar", value)
             .and_then(|s| self.add(&s))
             .map_err(|e| e.renamed("add_scalar"))
     }
@@ -252,8 +248,8 @@ impl Tensor {
     /// assert_eq!(a.mul_scalar(-2.0)?.to_vec::<f32>()?, vec![-2.0, -4.0]);
     /// # Ok::<(), kael_core::Error>(())
     /// ```
-    pub fn mul_scalar(&self, value: f64) -> Result<Tensor> {
-        self.scalar_arg("mul_scalar", value)
+    pub fn mul_scalar(&self, value: impl Into<Number>) -> Result<Tensor> {
+        self.number_operand("mul_scalar", value)
             .and_then(|s| self.mul(&s))
             .map_err(|e| e.renamed("mul_scalar"))
     }
@@ -264,7 +260,8 @@ impl Tensor {
     /// condition; all three broadcast together.
     ///
     /// # Errors
-    /// A non-bool condition; branch dtypes that differ; shapes that do not broadcast.
+    /// A non-bool condition; shapes that do not broadcast. Branches of
+    /// different dtypes promote (NOTE [Type promotion]).
     ///
     /// ```
     /// use kael_core::{Device, Tensor};
@@ -282,7 +279,16 @@ impl Tensor {
                 got: self.dtype(),
             });
         }
-        on_true.same_dtype("where", on_false)?;
+        if on_true.dtype() != on_false.dtype() {
+            // NOTE [Type promotion]
+            let r = crate::promote::of_two(
+                on_true.dtype(),
+                on_true.rank(),
+                on_false.dtype(),
+                on_false.rank(),
+            );
+            return self.where_cond(&on_true.to_dtype(r)?, &on_false.to_dtype(r)?);
+        }
         self.same_device("where", on_true)?;
         self.same_device("where", on_false)?;
         let shape = broadcast_shapes("where", self.shape(), on_true.shape())?;
@@ -329,7 +335,7 @@ macro_rules! binop_overload {
         impl core::ops::$tr<f64> for &Tensor {
             type Output = Result<Tensor>;
             fn $m(self, rhs: f64) -> Result<Tensor> {
-                Tensor::$f(self, &self.scalar_arg(stringify!($f), rhs)?)
+                Tensor::$f(self, &self.number_operand(stringify!($f), rhs)?)
             }
         }
     };

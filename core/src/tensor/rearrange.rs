@@ -54,7 +54,7 @@ impl Tensor {
                 });
             }
             let n = self.shape()[d];
-            let rev = Tensor::arange(0i64, n as i64, &self.device())?.rsub((n as f64) - 1.0)?;
+            let rev = Tensor::arange(0i64, n as i64, &self.device())?.rsub(n as i64 - 1)?;
             out = out.index_select(d as isize, &rev)?;
         }
         if dims.is_empty() {
