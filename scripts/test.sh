@@ -233,8 +233,8 @@ run_quick() {
     # [Autograd feature]): lint that build and test what it promises.
     tier "clippy, kael-core without autograd" \
         cargo clippy -p kael-core --no-default-features --all-targets -- -D warnings
-    tier "tests, kael-core without autograd (ops record nothing)" \
-        cargo test -p kael-core --no-default-features --test without_autograd
+    tier "tests, kael-core without autograd and promotion (ops record nothing; mixed dtypes refused)" \
+        cargo test -p kael-core --no-default-features --test without_autograd --test without_promotion
     tier "build, thumbv6m-none-eabi (Rc mode)" \
         cargo build -p kael-core --target thumbv6m-none-eabi
     # The examples `cargo test` just built (same features: nothing to compile).

@@ -488,10 +488,9 @@ impl fmt::Display for Error {
             ),
             Error::CannotCast { op, result, dest } => write!(
                 f,
-                "{op}: the result type {} cannot be written into a {} tensor in place; use the out-of-place form (which gives {}), or convert the tensor first with to_dtype(DType::{result:?})",
+                "{op}: a {} result cannot be written into a {} tensor in place; use the out-of-place form, or convert first with to_dtype(DType::{result:?})",
                 result.name(),
-                dest.name(),
-                result.name()
+                dest.name()
             ),
             Error::DTypeMismatch { op, expected, got } => write!(
                 f,

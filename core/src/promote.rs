@@ -105,6 +105,35 @@ macro_rules! number_from {
 }
 number_from!(bool => Bool, i64 => Int, i32 => Int, i16 => Int, i8 => Int, u8 => Int, u16 => Int, u32 => Int, f64 => Float, f32 => Float);
 
+/// Whether operands of different dtypes promote: kael-core's `promotion`
+/// feature, on by default. Firmware built with `default-features = false`
+/// leaves it off (NOTE [Promotion feature]): ops on mixed dtypes are then
+/// refused as before promotion existed (never computed differently), and
+/// the conversion code is not linked.
+///
+/// NOTE [Promotion feature]
+/// Every promotion path starts with [`require`], which is a constant `Err`
+/// without the feature, so the paths compile away and an eager firmware
+/// image keeps its size. Same-dtype ops, and numbers the tensor's dtype
+/// holds, behave the same with and without the feature.
+pub const ENABLED: bool = cfg!(feature = "promotion");
+
+/// `Ok` when [`ENABLED`]; else the refusal of an op that would promote.
+///
+/// # Errors
+/// The `promotion` feature is off.
+#[inline(always)]
+pub(crate) fn require(op: &'static str) -> Result<()> {
+    if ENABLED {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            op,
+            reason: "mixed dtypes need kael-core's `promotion` feature; convert first (to_dtype)",
+        })
+    }
+}
+
 /// `DType` codes for the default float dtype's atomic.
 const DEFAULT_F32: u8 = 0;
 const DEFAULT_F64: u8 = 1;

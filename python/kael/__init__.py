@@ -69,6 +69,23 @@ from ._kael import (
 )
 from ._kael import save, load
 from . import autograd, nn, optim
+from ._functions import (
+    isnan,
+    isinf,
+    isfinite,
+    isclose,
+    allclose,
+    randint,
+    randperm,
+)
+from . import _functions
+
+# kael.exp(x), kael.add(x, y), kael.sum(x, 1), ...: generated from the op
+# tables and a list of methods (NOTE [Op table in Python]); a name kael
+# already defines (kael.tensor, kael.where, ...) is kept.
+for _name, _f in _functions.FUNCTIONS.items():
+    globals().setdefault(_name, _f)
+del _name, _f
 
 def __getattr__(name):
     # kael.cuda: the first CUDA device, opened on first use (built with the

@@ -71,7 +71,7 @@ class Tensor:
         """`abs` in place (bumps the version)."""
         ...
     def add(self, other) -> Tensor:
-        """Elementwise sum with broadcasting; `other` may be a number."""
+        """Elementwise `add` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
     def add_(self, other) -> Tensor:
         """`add` in place (bumps the version)."""
@@ -187,7 +187,7 @@ class Tensor:
         """Number of dimensions (PyTorch's name)."""
         ...
     def div(self, other) -> Tensor:
-        """Elementwise quotient; `other` may be a number."""
+        """Elementwise `div` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
     def div_(self, other) -> Tensor:
         """`div` in place (bumps the version)."""
@@ -282,6 +282,9 @@ class Tensor:
     def gelu_tanh_(self) -> Tensor:
         """`gelu_tanh` in place (bumps the version)."""
         ...
+    def gelu_tanh_backward(self, other) -> Tensor:
+        """Elementwise `gelu_tanh_backward` with broadcasting (a row of kael's binary op table); `other` may be a number."""
+        ...
     @property
     def grad(self) -> Tensor | None: ...
     @property
@@ -297,6 +300,15 @@ class Tensor:
         ...
     def hardtanh_(self, min_val=..., max_val=1.0) -> Tensor:
         """`hardtanh` in place."""
+        ...
+    def index_add(self, dim, index, source) -> Tensor:
+        """A copy with `source`'s slices of `dim` added at the positions
+        `index` names (repeats accumulate; PyTorch's `index_add`)."""
+        ...
+    def index_put_(self, indices, values, accumulate=False) -> Tensor:
+        """`self[indices] = values`, or `+=` with repeated positions summed
+        when `accumulate` (PyTorch's `index_put_`); `indices` is a tuple of
+        index tensors, one per leading dim."""
         ...
     def index_select(self, dim, index) -> Tensor:
         """The rows (or other slices) of `dim` named by `index`."""
@@ -390,7 +402,7 @@ class Tensor:
         """Moves dimension `source` to `destination` (a view)."""
         ...
     def mul(self, other) -> Tensor:
-        """Elementwise product; `other` may be a number."""
+        """Elementwise `mul` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
     def mul_(self, other) -> Tensor:
         """`mul` in place (bumps the version)."""
@@ -419,7 +431,9 @@ class Tensor:
         """Number of elements."""
         ...
     def numpy(self) -> Any:
-        """A numpy array over the same memory (no copy; host devices only)."""
+        """A numpy array over the same memory (no copy; host devices only).
+        numpy has no bfloat16: such a tensor is refused (as PyTorch does),
+        with the conversion to use."""
         ...
     def one_hot(self, num_classes=None) -> Tensor:
         """One-hot rows of an integer tensor."""
@@ -427,8 +441,8 @@ class Tensor:
     def permute(self, *dims) -> Tensor:
         """Reorders the dimensions (a view): `permute(1, 0, 2)`."""
         ...
-    def pow(self, exponent) -> Tensor:
-        """Elementwise power; `exponent` may be a number."""
+    def pow(self, other) -> Tensor:
+        """Elementwise `pow` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
     def powf(self, exponent) -> Tensor:
         """`x ** exponent` for a number `exponent`."""
@@ -483,6 +497,14 @@ class Tensor:
         ...
     def rsqrt_(self) -> Tensor:
         """`rsqrt` in place (bumps the version)."""
+        ...
+    def scatter(self, dim, index, src) -> Tensor:
+        """A copy with `src` (a tensor or a number) written along `dim` at the
+        positions `index` names (PyTorch's `scatter`)."""
+        ...
+    def scatter_add(self, dim, index, src) -> Tensor:
+        """A copy with `src` added along `dim` at the positions `index` names
+        (repeats accumulate; PyTorch's `scatter_add`)."""
         ...
     def select(self, dim, index) -> Tensor:
         """Index `index` of `dim`, dropping the dimension (a view)."""
@@ -565,7 +587,7 @@ class Tensor:
         """The strides in elements (`stride()`), or one of them."""
         ...
     def sub(self, other) -> Tensor:
-        """Elementwise difference; `other` may be a number."""
+        """Elementwise `sub` with broadcasting (a row of kael's binary op table); `other` may be a number."""
         ...
     def sub_(self, other) -> Tensor:
         """`sub` in place (bumps the version)."""
@@ -722,7 +744,7 @@ def clip_grad_norm_(parameters, max_norm) -> float:
     """Scales every gradient so their joint 2-norm is at most `max_norm`;
     returns the norm before clipping."""
     ...
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+def conv1d(input, weight, bias=None, stride=1, padding=None, dilation=1, groups=1) -> Tensor:
     """1-d convolution of `[N, C, L]` by `[O, C / groups, K]` (PyTorch's)."""
     ...
 def conv2d(input, weight, bias=None, stride=None, padding=None, dilation=None, groups=1) -> Tensor:
@@ -732,7 +754,7 @@ def conv2d(input, weight, bias=None, stride=None, padding=None, dilation=None, g
 cpu: device
 def cross_entropy(input, target, reduction="mean", ignore_index=None) -> Tensor:
     """Cross entropy of logits `[N, C]` (or `[C]`, `[N, C, d…]`) against class
-    indices."""
+    indices, or against class probabilities of the logits' shape."""
     ...
 def cuda_available() -> Tensor:
     """Whether `kael.cuda` can be used: built with the `cuda` feature and a

@@ -70,10 +70,32 @@ pub fn raise(py: Python<'_>, name: &str, msg: String) -> PyErr {
     }
 }
 
+/// A message of the core (written for Rust callers) in Python spelling:
+/// `to_dtype(DType::F32)` is `.to(kael.float32)`, `deep_clone()` is
+/// `clone()`, `DType::I64` is `kael.int64`.
+pub fn pythonize(msg: &str) -> String {
+    let mut m = msg.to_string();
+    for d in kael_core::DType::ALL {
+        let name = crate::dtype_device::dtype_name(d);
+        m = m.replace(
+            &format!("to_dtype(DType::{d:?})"),
+            &format!(".to(kael.{name})"),
+        );
+        m = m.replace(&format!("DType::{d:?}"), &format!("kael.{name}"));
+        m = m.replace(&format!("dtype {d:?}"), &format!("dtype {name}"));
+        m = m.replace(&format!("got {d:?}"), &format!("got {name}"));
+    }
+    m.replace("to_dtype()", ".to(dtype)")
+        .replace("(to_dtype)", "(.to(dtype))")
+        .replace("to_dtype", ".to(dtype)")
+        .replace("deep_clone()", "clone()")
+        .replace("..to(", ".to(")
+}
+
 /// kael's error as its Python exception, with `kind` and `op` attributes.
 pub fn to_py(e: Error) -> PyErr {
     Python::attach(|py| {
-        let msg = e.to_string();
+        let msg = pythonize(&e.to_string());
         let err = raise(py, class_name(&e), msg);
         let v = err.value(py);
         let _ = v.setattr("kind", kind(&e));

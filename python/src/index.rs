@@ -1,30 +1,39 @@
 //! `t[key]` and `t[key] = value`.
 //!
 //! NOTE [Python indexing]
-//! Basic indexing makes a view, as in PyTorch and numpy: an int selects
-//! (dropping the dimension), a slice narrows (a positive step strides),
-//! `None` inserts a dimension and `...` stands for the dimensions not
-//! named. A 1-d integer tensor or list on one dimension gathers
-//! (`index_select`, a copy). Assignment writes through the basic-index
-//! view (`fill_` for a number, `copy_` with broadcasting otherwise), so it
-//! bumps the version once and is seen by every view of the storage.
-//! Negative steps are refused, as in PyTorch.
+//! The key becomes the core's `Index` items (NOTE [Advanced indexing] in
+//! `kael_core::tensor`), so Python and Rust index alike, with numpy's and
+//! PyTorch's rules. Basic indexing makes a view: an int selects (dropping
+//! the dimension), a slice narrows (a positive step strides), `None`
+//! inserts a dimension and `...` stands for the dimensions not named.
+//! Integer tensors, lists and arrays of any rank are advanced indices: they
+//! broadcast together (`x[[0, 2], [1, 3]]` pairs them up), negative entries
+//! count from the end, and a bool tensor or list is a mask. Assignment
+//! through basic indices writes through the view (`fill_` for a number,
+//! `copy_` with broadcasting otherwise); with an advanced index it is the
+//! core's `index_put_` (one `copy_`: one version bump, nothing written on
+//! an error; with repeated positions which write wins is not specified, as
+//! in PyTorch). Negative steps are refused, as in PyTorch.
 
-use crate::errors::{IntoPy, index_error, type_error, value_error};
+use crate::convert;
+use crate::errors::{IntoPy, type_error, value_error};
 use crate::tensor::{PyTensor, as_tensor, run};
+use kael_core::tensor::Index;
 use kael_core::{DType, Tensor};
 use pyo3::prelude::*;
-use pyo3::types::{PyEllipsis, PyList, PySlice, PyTuple};
+use pyo3::types::{PyBool, PyEllipsis, PyList, PySlice, PyTuple};
 
-enum Item {
-    Int(isize),
-    Slice(Py<PySlice>),
-    NewAxis,
-    Ellipsis,
-    Gather(Tensor),
+/// A Python slice bound: an int, `None`, or something with `__index__`.
+fn bound(v: &Bound<'_, PyAny>) -> PyResult<Option<isize>> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    v.extract::<isize>()
+        .map(Some)
+        .map_err(|_| type_error("index: slice bounds must be integers or None"))
 }
 
-fn items(t: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
+fn items(t: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Vec<Index>> {
     let parts: Vec<Bound<'_, PyAny>> = if let Ok(tup) = key.cast::<PyTuple>() {
         tup.iter().collect()
     } else {
@@ -33,26 +42,44 @@ fn items(t: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
     let mut out = Vec::with_capacity(parts.len());
     for p in parts {
         out.push(if p.is_none() {
-            Item::NewAxis
+            Index::NewAxis
         } else if p.is_instance_of::<PyEllipsis>() {
-            Item::Ellipsis
+            Index::Ellipsis
         } else if let Ok(s) = p.cast::<PySlice>() {
-            Item::Slice(s.clone().unbind())
+            let step = match bound(&s.getattr("step")?)? {
+                None => 1,
+                Some(st) if st > 0 => st as usize,
+                Some(_) => {
+                    return Err(value_error(
+                        "index: slice steps must be positive (kael views, like PyTorch's, cannot run backwards); use .flip(dim)",
+                    ));
+                }
+            };
+            Index::Slice {
+                start: bound(&s.getattr("start")?)?,
+                stop: bound(&s.getattr("stop")?)?,
+                step,
+            }
         } else if let Ok(x) = p.cast::<PyTensor>() {
             let x = &x.get().t;
-            if x.rank() == 0 && !x.dtype().is_float() && x.dtype() != DType::Bool {
-                Item::Int(x.to_dtype(DType::I64).py()?.item::<i64>().py()? as isize)
+            if x.rank() == 0 && x.dtype().is_int() {
+                Index::Int(x.to_dtype(DType::I64).py()?.item::<i64>().py()? as isize)
             } else {
-                Item::Gather(x.clone())
+                Index::Tensor(x.clone())
             }
+        } else if p.is_instance_of::<PyBool>() {
+            return Err(type_error(
+                "index: a bare True/False index is not supported; use a bool tensor mask",
+            ));
         } else if let Ok(i) = p.extract::<isize>() {
-            Item::Int(i)
-        } else if p.is_instance_of::<PyList>() {
-            let idx = as_tensor("index", t, &p)?;
-            Item::Gather(idx.to_dtype(DType::I64).py()?)
+            Index::Int(i)
+        } else if p.is_instance_of::<PyList>() || p.hasattr("__array__")? {
+            // lists and arrays keep their own dtype: ints index, bools mask
+            let idx = convert::tensor_from_data("index", &p, None, &t.device())?;
+            Index::Tensor(idx)
         } else {
             return Err(type_error(format!(
-                "index: {} cannot index a tensor; use ints, slices, None, ..., or an integer tensor/list",
+                "index: {} cannot index a tensor; use ints, slices, None, ..., integer or bool tensors, or lists",
                 p.get_type().name().map(|n| n.to_string()).unwrap_or_default()
             )));
         });
@@ -60,103 +87,56 @@ fn items(t: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
     Ok(out)
 }
 
-fn apply(t: &Tensor, key: &Bound<'_, PyAny>, allow_gather: bool) -> PyResult<Tensor> {
-    let py = key.py();
-    let items = items(t, key)?;
-    let consuming = items
+/// Python raises `IndexError` for too many indices; checked here so the
+/// exception class is Python's.
+fn check_count(t: &Tensor, items: &[Index]) -> PyResult<()> {
+    let consuming: usize = items
         .iter()
-        .filter(|i| !matches!(i, Item::NewAxis | Item::Ellipsis))
-        .count();
-    if items.iter().filter(|i| matches!(i, Item::Ellipsis)).count() > 1 {
-        return Err(index_error(
-            "index: an index can only have a single ellipsis (...)",
-        ));
-    }
+        .map(|i| match i {
+            Index::NewAxis | Index::Ellipsis => 0,
+            Index::Tensor(x) if x.dtype() == DType::Bool => x.rank(),
+            _ => 1,
+        })
+        .sum();
     if consuming > t.rank() {
-        return Err(index_error(format!(
+        return Err(crate::errors::index_error(format!(
             "index: too many indices for a tensor of rank {} ({consuming} given)",
             t.rank()
         )));
     }
-    let mut cur = t.clone();
-    let mut dim: usize = 0;
-    for item in items {
-        match item {
-            Item::Int(i) => {
-                let n = cur.size(dim as isize).py()? as isize;
-                if i < -n || i >= n {
-                    return Err(index_error(format!(
-                        "index: {i} is out of range for dimension {dim} of size {n}; pass an index in -{n}..{n}"
-                    )));
-                }
-                cur = cur.select(dim as isize, i).py()?;
-            }
-            Item::Slice(s) => {
-                let n = cur.size(dim as isize).py()?;
-                let ind = s.bind(py).indices(n as isize)?;
-                if ind.step <= 0 {
-                    return Err(value_error(
-                        "index: slice steps must be positive (kael views, like PyTorch's, cannot run backwards); use .flip(dim)",
-                    ));
-                }
-                let (start, stop, step) = (ind.start, ind.stop.max(ind.start), ind.step);
-                cur = if step == 1 {
-                    cur.narrow(dim as isize, start as usize, (stop - start) as usize)
-                        .py()?
-                } else {
-                    cur.slice(dim as isize, start, stop, step as usize).py()?
-                };
-                dim += 1;
-            }
-            Item::NewAxis => {
-                cur = cur.unsqueeze(dim as isize).py()?;
-                dim += 1;
-            }
-            Item::Ellipsis => {
-                dim += t.rank() - consuming;
-            }
-            Item::Gather(idx) => {
-                if !allow_gather {
-                    return Err(value_error(
-                        "index assignment: integer-tensor (advanced) indices are not supported on the left of =; write through a slice, or use index_add/scatter",
-                    ));
-                }
-                if idx.rank() > 1 || idx.dtype().is_float() || idx.dtype() == DType::Bool {
-                    return Err(type_error(
-                        "index: a tensor index must be a 1-d integer tensor (boolean masks: use masked_fill or where)",
-                    ));
-                }
-                let idx = if idx.dtype() == DType::I64 {
-                    idx
-                } else {
-                    idx.to_dtype(DType::I64).py()?
-                };
-                let idx = if idx.rank() == 0 {
-                    idx.reshape(&[1isize]).py()?
-                } else {
-                    idx
-                };
-                cur = cur.index_select(dim as isize, &idx).py()?;
-                dim += 1;
-            }
-        }
-    }
-    Ok(cur)
+    Ok(())
 }
 
-/// `t[key]`: a view for basic indices (NOTE [Python indexing]).
+fn advanced(items: &[Index]) -> bool {
+    items.iter().any(|i| matches!(i, Index::Tensor(_)))
+}
+
+/// `t[key]` (NOTE [Python indexing]).
 pub fn get(t: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    apply(t, key, true)
+    let items = items(t, key)?;
+    check_count(t, &items)?;
+    t.index(&items).py()
 }
 
-/// `t[key] = value`: writes through the view (bumps the version once).
+/// `t[key] = value` (bumps the version once).
 pub fn set(
     py: Python<'_>,
     t: &Tensor,
     key: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
-    let view = apply(t, key, false)?;
+    let items = items(t, key)?;
+    check_count(t, &items)?;
+    if advanced(&items) {
+        let v = match value.cast::<PyTensor>() {
+            Ok(v) => v.get().t.clone(),
+            Err(_) => {
+                convert::tensor_from_data("index assignment", value, Some(t.dtype()), &t.device())?
+            }
+        };
+        return run(py, t, || t.index_put_(&items, &v, false));
+    }
+    let view = t.index(&items).py()?;
     if let Ok(v) = value.extract::<f64>() {
         if value.cast::<PyTensor>().is_err() {
             return run(py, &view, || view.fill_(v));
@@ -164,4 +144,26 @@ pub fn set(
     }
     let src = as_tensor("index assignment", &view, value)?;
     run(py, &view, || view.copy_(&src))
+}
+
+/// `t.index_put_(indices, values, accumulate)`.
+pub fn put(
+    py: Python<'_>,
+    t: &Tensor,
+    indices: &Bound<'_, PyTuple>,
+    values: &Bound<'_, PyAny>,
+    accumulate: bool,
+) -> PyResult<()> {
+    let mut items = Vec::with_capacity(indices.len());
+    for i in indices.iter() {
+        let Ok(x) = i.cast::<PyTensor>() else {
+            return Err(type_error("index_put_: indices must be a tuple of tensors"));
+        };
+        items.push(Index::Tensor(x.get().t.clone()));
+    }
+    let v = match values.cast::<PyTensor>() {
+        Ok(v) => v.get().t.clone(),
+        Err(_) => convert::tensor_from_data("index_put_", values, Some(t.dtype()), &t.device())?,
+    };
+    run(py, t, || t.index_put_(&items, &v, accumulate))
 }

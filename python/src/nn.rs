@@ -55,7 +55,7 @@ pub fn layer_norm(
 }
 
 /// Cross entropy of logits `[N, C]` (or `[C]`, `[N, C, d…]`) against class
-/// indices.
+/// indices, or against class probabilities of the logits' shape.
 #[pyfunction]
 #[pyo3(signature = (input, target, reduction="mean", ignore_index=None))]
 pub fn cross_entropy(
@@ -359,21 +359,34 @@ fn pair(op: &str, what: &str, v: &Bound<'_, PyAny>) -> PyResult<[usize; 2]> {
 
 /// 1-d convolution of `[N, C, L]` by `[O, C / groups, K]` (PyTorch's).
 #[pyfunction]
-#[pyo3(signature = (input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1))]
+#[pyo3(signature = (input, weight, bias=None, stride=1, padding=None, dilation=1, groups=1))]
 pub fn conv1d(
     py: Python<'_>,
     input: &PyTensor,
     weight: &PyTensor,
     bias: Option<&PyTensor>,
     stride: usize,
-    padding: usize,
+    padding: Option<&Bound<'_, PyAny>>,
     dilation: usize,
     groups: usize,
 ) -> PyResult<PyTensor> {
     let (x, w, b) = (&input.t, &weight.t, bias.map(|b| &b.t));
-    run_t(py, x, || {
-        F::conv1d(x, w, b, stride, padding, dilation, groups)
-    })
+    match padding_mode("conv1d", padding, stride)? {
+        PaddingMode::Same => run_t(py, x, || {
+            let (xp, p) = kael_core::nn::same_padding(x, w, &[dilation])?;
+            F::conv1d(&xp, w, b, stride, p[0], dilation, groups)
+        }),
+        PaddingMode::Valid => run_t(py, x, || F::conv1d(x, w, b, stride, 0, dilation, groups)),
+        PaddingMode::Explicit => {
+            let p = match padding {
+                Some(v) if !v.is_none() => v
+                    .extract::<usize>()
+                    .map_err(|_| type_error("conv1d: padding must be an int, 'same' or 'valid'"))?,
+                _ => 0,
+            };
+            run_t(py, x, || F::conv1d(x, w, b, stride, p, dilation, groups))
+        }
+    }
 }
 
 /// 2-d convolution of `[N, C, H, W]` by `[O, C / groups, KH, KW]`;
@@ -394,13 +407,51 @@ pub fn conv2d(
         Some(v) if !v.is_none() => pair("conv2d", what, v),
         _ => Ok([d, d]),
     };
-    let (s, p, d) = (
-        or(stride, "stride", 1)?,
-        or(padding, "padding", 0)?,
-        or(dilation, "dilation", 1)?,
-    );
+    let (s, d) = (or(stride, "stride", 1)?, or(dilation, "dilation", 1)?);
     let (x, w, b) = (&input.t, &weight.t, bias.map(|b| &b.t));
-    run_t(py, x, || F::conv2d(x, w, b, s, p, d, groups))
+    match padding_mode("conv2d", padding, s[0].max(s[1]))? {
+        PaddingMode::Same => run_t(py, x, || {
+            let (xp, p) = kael_core::nn::same_padding(x, w, &d)?;
+            F::conv2d(&xp, w, b, s, [p[0], p[1]], d, groups)
+        }),
+        PaddingMode::Valid => run_t(py, x, || F::conv2d(x, w, b, s, [0, 0], d, groups)),
+        PaddingMode::Explicit => {
+            let p = or(padding, "padding", 0)?;
+            run_t(py, x, || F::conv2d(x, w, b, s, p, d, groups))
+        }
+    }
+}
+
+/// PyTorch's string paddings of a convolution.
+enum PaddingMode {
+    Same,
+    Valid,
+    Explicit,
+}
+
+/// `padding="same"`, `"valid"`, or numbers; `"same"` needs stride 1 (as in
+/// PyTorch).
+fn padding_mode(
+    op: &str,
+    padding: Option<&Bound<'_, PyAny>>,
+    stride: usize,
+) -> PyResult<PaddingMode> {
+    let Some(p) = padding else {
+        return Ok(PaddingMode::Explicit);
+    };
+    let Ok(s) = p.extract::<String>() else {
+        return Ok(PaddingMode::Explicit);
+    };
+    match s.as_str() {
+        "same" if stride == 1 => Ok(PaddingMode::Same),
+        "same" => Err(value_error(format!(
+            "{op}: padding='same' is not supported for strided convolutions (as in PyTorch); pass stride=1 or explicit padding"
+        ))),
+        "valid" => Ok(PaddingMode::Valid),
+        other => Err(value_error(format!(
+            "{op}: padding must be 'same', 'valid' or numbers, got '{other}'"
+        ))),
+    }
 }
 
 /// 2-d max pooling (`stride` defaults to `kernel_size`).

@@ -1,12 +1,14 @@
 //! The op-table ops as `kael.Tensor` methods, and Python's operators.
 //!
 //! NOTE [Op table in Python]
-//! Each row of kael's op tables (`kael_core::ops::{unary, binary,
-//! compare}`) is one line of a macro invocation below, out of place and in
-//! place. A row that is added in Rust and forgotten here fails
-//! `tests/test_op_table.py`, which asks the extension for the tables' names
-//! (`kael._kael._op_table()`, read from the tables themselves) and checks
-//! every one is a method of `kael.Tensor`.
+//! The methods of kael's op-table rows (`kael_core::ops::{unary, binary,
+//! compare}`) are generated from the tables: each table exports a
+//! `for_each_*_row!` macro that calls back once per row, so a row added in
+//! Rust is a `kael.Tensor` method (and its in-place form) with no line
+//! here. Only the unary rows with parameters are bound by hand, for
+//! PyTorch's argument names and defaults; `tests/test_op_table.py` asks
+//! the extension for the tables' names (`kael._kael._op_table()`, read
+//! from the tables themselves) and checks every one is a method.
 
 use crate::errors::{IntoPy, type_error};
 use crate::tensor::{Operand, PyTensor, as_tensor, operand, run, run_t};
@@ -15,59 +17,31 @@ use kael_core::{DType, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// Unary rows without parameters: `x.exp()` and `x.exp_()`.
-macro_rules! unary_rows {
-    ($(($m:ident, $im:ident)),* $(,)?) => {
+/// One unary row: `x.exp()` and `x.exp_()`, generated for every row of the
+/// table without parameters (`kael_core::for_each_unary_row!`); rows with
+/// parameters are bound by hand below, with PyTorch's argument names.
+macro_rules! unary_row {
+    ($m:ident, $im:ident, ()) => {
         #[pymethods]
         impl PyTensor {
-            $(
-                #[doc = concat!("Elementwise `", stringify!($m), "` (a row of kael's unary op table).")]
-                fn $m(&self, py: Python<'_>) -> PyResult<PyTensor> {
-                    let t = &self.t;
-                    run_t(py, t, || t.$m())
-                }
+            #[doc = concat!("Elementwise `", stringify!($m), "` (a row of kael's unary op table).")]
+            fn $m(&self, py: Python<'_>) -> PyResult<PyTensor> {
+                let t = &self.t;
+                run_t(py, t, || t.$m())
+            }
 
-                #[doc = concat!("`", stringify!($m), "` in place (bumps the version).")]
-                fn $im(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
-                    let t = slf.get().t.clone();
-                    run(slf.py(), &t, || t.$im())?;
-                    Ok(slf)
-                }
-            )*
+            #[doc = concat!("`", stringify!($m), "` in place (bumps the version).")]
+            fn $im(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+                let t = slf.get().t.clone();
+                run(slf.py(), &t, || t.$im())?;
+                Ok(slf)
+            }
         }
-
-        /// The unary rows this module binds, by name.
-        const UNARY_BOUND: &[&str] = &[$(stringify!($m)),*];
     };
+    ($m:ident, $im:ident, ($($param:tt)+)) => {};
 }
 
-unary_rows!(
-    (neg, neg_),
-    (abs, abs_),
-    (exp, exp_),
-    (log, log_),
-    (sqrt, sqrt_),
-    (sqr, sqr_),
-    (recip, recip_),
-    (tanh, tanh_),
-    (sigmoid, sigmoid_),
-    (relu, relu_),
-    (gelu, gelu_),
-    (gelu_tanh, gelu_tanh_),
-    (silu, silu_),
-    (sin, sin_),
-    (cos, cos_),
-    (step, step_),
-    (sign, sign_),
-    (erf, erf_),
-    (log1p, log1p_),
-    (expm1, expm1_),
-    (rsqrt, rsqrt_),
-    (floor, floor_),
-    (ceil, ceil_),
-    (round, round_),
-    (trunc, trunc_),
-);
+kael_core::for_each_unary_row!(unary_row);
 
 /// The parametrised unary rows (bound by hand below, with PyTorch's
 /// argument names and defaults).
@@ -189,65 +163,46 @@ impl PyTensor {
     }
 }
 
-/// Binary rows: `x.add(y)`, where `y` is a tensor, a number or an array.
-macro_rules! binary_rows {
-    ($($m:ident),* $(,)?) => {
+/// One binary row: `x.add(y)`, where `y` is a tensor, a number (which
+/// promotes as PyTorch's Python numbers do) or an array; generated for
+/// every row of the table (`kael_core::for_each_binary_row!`).
+macro_rules! binary_row {
+    ($m:ident) => {
         #[pymethods]
         impl PyTensor {
-            $(
-                #[doc = concat!("Elementwise `", stringify!($m), "` with broadcasting (a row of kael's binary op table); `other` may be a number.")]
-                fn $m(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-                    let b = as_tensor(stringify!($m), &self.t, other)?;
-                    let a = &self.t;
-                    run_t(py, a, || a.$m(&b))
-                }
-            )*
+            #[doc = concat!("Elementwise `", stringify!($m), "` with broadcasting (a row of kael's binary op table); `other` may be a number.")]
+            fn $m(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+                let b = as_tensor(stringify!($m), &self.t, other)?;
+                let a = &self.t;
+                run_t(py, a, || a.$m(&b))
+            }
         }
-
-        /// The binary rows this module binds, by name.
-        const BINARY_BOUND: &[&str] = &[$(stringify!($m)),*];
     };
 }
 
-binary_rows!(
-    maximum,
-    minimum,
-    atan2,
-    remainder,
-    fmod,
-    bitwise_and,
-    bitwise_or,
-    bitwise_xor,
-    bitwise_left_shift,
-    bitwise_right_shift,
-    floor_divide
-);
+kael_core::for_each_binary_row!(binary_row);
 
 /// Binary rows that are not user-facing methods: kernels of fused backward
 /// rules, reached through autograd only.
 const BINARY_INTERNAL: &[&str] = &["gelu_tanh_backward"];
 
-/// Comparison rows: `x.lt(y)` gives a bool tensor.
-macro_rules! compare_rows {
-    ($($m:ident),* $(,)?) => {
+/// One comparison row: `x.lt(y)` gives a bool tensor; generated for every
+/// row of the table (`kael_core::for_each_compare_row!`).
+macro_rules! compare_row {
+    ($m:ident) => {
         #[pymethods]
         impl PyTensor {
-            $(
-                #[doc = concat!("Elementwise `", stringify!($m), "` with broadcasting, as a bool tensor (a row of kael's comparison table).")]
-                fn $m(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-                    let b = as_tensor(stringify!($m), &self.t, other)?;
-                    let a = &self.t;
-                    run_t(py, a, || a.$m(&b))
-                }
-            )*
+            #[doc = concat!("Elementwise `", stringify!($m), "` with broadcasting, as a bool tensor (a row of kael's comparison table).")]
+            fn $m(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+                let b = as_tensor(stringify!($m), &self.t, other)?;
+                let a = &self.t;
+                run_t(py, a, || a.$m(&b))
+            }
         }
-
-        /// The comparison rows this module binds, by name.
-        const COMPARE_BOUND: &[&str] = &[$(stringify!($m)),*];
     };
 }
 
-compare_rows!(eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor);
+kael_core::for_each_compare_row!(compare_row);
 
 /// One binary op with a number on either side, as the operators need it.
 #[derive(Clone, Copy)]
@@ -377,26 +332,6 @@ fn bitwise(py: Python<'_>, a: &Tensor, other: &Bound<'_, PyAny>, which: u8) -> P
 
 #[pymethods]
 impl PyTensor {
-    /// Elementwise sum with broadcasting; `other` may be a number.
-    fn add(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        arith(py, &self.t, other, Arith::Add, false)
-    }
-    /// Elementwise difference; `other` may be a number.
-    fn sub(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        arith(py, &self.t, other, Arith::Sub, false)
-    }
-    /// Elementwise product; `other` may be a number.
-    fn mul(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        arith(py, &self.t, other, Arith::Mul, false)
-    }
-    /// Elementwise quotient; `other` may be a number.
-    fn div(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        arith(py, &self.t, other, Arith::Div, false)
-    }
-    /// Elementwise power; `exponent` may be a number.
-    fn pow(&self, py: Python<'_>, exponent: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        arith(py, &self.t, exponent, Arith::Pow, false)
-    }
     /// `add` in place (bumps the version).
     fn add_<'py>(slf: Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         arith_(slf.py(), &slf.get().t, other, Arith::Add)?;
@@ -581,12 +516,8 @@ pub fn _op_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         "compare",
         CmpOp::ALL.iter().map(|o| o.name()).collect::<Vec<_>>(),
     )?;
-    let mut bound: Vec<&str> = UNARY_BOUND.to_vec();
-    bound.extend_from_slice(UNARY_PARAM_BOUND);
-    bound.extend_from_slice(BINARY_BOUND);
-    bound.extend_from_slice(&["add", "sub", "mul", "div", "pow"]);
-    bound.extend_from_slice(COMPARE_BOUND);
-    d.set_item("bound", bound)?;
+    // every plain row is bound by generation; the parametrised ones by hand
+    d.set_item("bound_by_hand", UNARY_PARAM_BOUND.to_vec())?;
     d.set_item("internal", BINARY_INTERNAL.to_vec())?;
     Ok(d)
 }

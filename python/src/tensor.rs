@@ -406,8 +406,19 @@ impl PyTensor {
     }
 
     /// A numpy array over the same memory (no copy; host devices only).
+    /// numpy has no bfloat16: such a tensor is refused (as PyTorch does),
+    /// with the conversion to use.
     fn numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let np = slf.py().import("numpy")?;
+        if slf.get().t.dtype() == DType::BF16 {
+            return Err(type_error(
+                "numpy(): numpy has no bfloat16; convert first with .to(kael.float32).numpy()",
+            ));
+        }
+        let np = slf.py().import("numpy").map_err(|_| {
+            pyo3::exceptions::PyModuleNotFoundError::new_err(
+                "numpy(): numpy is not installed (kael does not require it); pip install numpy",
+            )
+        })?;
         np.call_method1("asarray", (slf,))
     }
 
@@ -693,6 +704,20 @@ impl PyTensor {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         crate::index::set(py, &self.t, key, value)
+    }
+
+    /// `self[indices] = values`, or `+=` with repeated positions summed
+    /// when `accumulate` (PyTorch's `index_put_`); `indices` is a tuple of
+    /// index tensors, one per leading dim.
+    #[pyo3(signature = (indices, values, accumulate=false))]
+    fn index_put_<'py>(
+        slf: Bound<'py, Self>,
+        indices: &Bound<'py, PyTuple>,
+        values: &Bound<'py, PyAny>,
+        accumulate: bool,
+    ) -> PyResult<Bound<'py, Self>> {
+        crate::index::put(slf.py(), &slf.get().t, indices, values, accumulate)?;
+        Ok(slf)
     }
 
     // ------------------------------------------------------------ autograd
@@ -1120,6 +1145,52 @@ impl PyTensor {
     fn gather(&self, py: Python<'_>, dim: isize, index: &PyTensor) -> PyResult<PyTensor> {
         let (t, i) = (&self.t, &index.t);
         run_t(py, t, || t.gather(dim, i))
+    }
+
+    /// A copy with `source`'s slices of `dim` added at the positions
+    /// `index` names (repeats accumulate; PyTorch's `index_add`).
+    fn index_add(
+        &self,
+        py: Python<'_>,
+        dim: isize,
+        index: &PyTensor,
+        source: &PyTensor,
+    ) -> PyResult<PyTensor> {
+        let (t, i, s) = (&self.t, &index.t, &source.t);
+        run_t(py, t, || t.index_add(dim, i, s))
+    }
+
+    /// A copy with `src` (a tensor or a number) written along `dim` at the
+    /// positions `index` names (PyTorch's `scatter`).
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        dim: isize,
+        index: &PyTensor,
+        src: &Bound<'_, PyAny>,
+    ) -> PyResult<PyTensor> {
+        let (t, i) = (&self.t, &index.t);
+        if let Ok(s) = src.cast::<PyTensor>() {
+            let s = s.get().t.clone();
+            return run_t(py, t, || t.scatter(dim, i, &s));
+        }
+        let v = src
+            .extract::<f64>()
+            .map_err(|_| type_error("scatter: src must be a tensor or a number"))?;
+        run_t(py, t, || t.scatter_value(dim, i, v))
+    }
+
+    /// A copy with `src` added along `dim` at the positions `index` names
+    /// (repeats accumulate; PyTorch's `scatter_add`).
+    fn scatter_add(
+        &self,
+        py: Python<'_>,
+        dim: isize,
+        index: &PyTensor,
+        src: &PyTensor,
+    ) -> PyResult<PyTensor> {
+        let (t, i, s) = (&self.t, &index.t, &src.t);
+        run_t(py, t, || t.scatter_add(dim, i, s))
     }
 
     /// One-hot rows of an integer tensor.

@@ -27,6 +27,9 @@ def test_dtype_errors_are_value_and_type_errors():
     with pytest.raises(kael.KaelDTypeError) as info:
         kael.zeros(2) @ kael.zeros(2, dtype=kael.float64)
     assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+    # in Python spelling: .to(kael.float32), not to_dtype(DType::F32)
+    msg = str(info.value)
+    assert ".to(kael.float32)" in msg and "DType::" not in msg and "F64" not in msg, msg
     # an in-place op whose promoted result the destination cannot hold
     x = kael.zeros(2, dtype=kael.int64)
     with pytest.raises(kael.KaelDTypeError) as info:
@@ -87,3 +90,11 @@ def test_a_refused_in_place_op_changes_nothing():
 def test_expand_past_usize_is_refused():
     with pytest.raises(ValueError, match="overflows"):
         kael.zeros(3).expand(2**62, 2**62, 3)
+
+
+def test_numpy_of_bfloat16_is_refused_with_the_conversion():
+    # numpy has no bfloat16 (PyTorch refuses the same); never an object array
+    t = kael.zeros(2, dtype=kael.bfloat16)
+    with pytest.raises(TypeError, match="float32"):
+        t.numpy()
+    assert t.to(kael.float32).numpy().tolist() == [0.0, 0.0]

@@ -1,4 +1,4 @@
-"""Type promotion from Python against PyTorch 2.15's stored answers.
+"""Type promotion and indexing from Python against PyTorch 2.15's stored answers.
 
 The cases are the promotion section of the parity file
 (tests/data/parity/cases.txt, written by gen_promote.py with PyTorch): every
@@ -9,7 +9,8 @@ integers. Each runs here through the Python operators a PyTorch user writes
 (`x + 2`, `x // y`, `x >= 2.5`, `x += y`) and must give PyTorch's dtype and
 values, or refuse where PyTorch refuses; `refuses` cases are kael's
 deliberate refusals (an int number the dtype cannot hold, which PyTorch
-wraps). No torch import: CI checks against the stored outputs.
+wraps). The advanced-indexing section (gen_index.py) runs as `x[key]`
+and `x[key] = v`. No torch import: CI checks against the stored outputs.
 """
 import math
 import operator
@@ -85,8 +86,29 @@ def parse():
     return cases
 
 
+def key_of(spec, xs):
+    items = []
+    for it in spec.split(";"):
+        if it.startswith("t"):
+            items.append(xs[int(it[1:])])
+        elif it.startswith("i"):
+            items.append(int(it[1:]))
+        elif it == "N":
+            items.append(None)
+        elif it == "E":
+            items.append(Ellipsis)
+        else:
+            a, b, c = (it.split(":") + ["", ""])[:3]
+            items.append(slice(int(a) if a else None, int(b) if b else None, int(c) if c else None))
+    return tuple(items)
+
+
 def wanted(c):
     op = c["op"]
+    if op in ("index", "index_put", "f.conv2d_same"):
+        return True
+    if op == "cross_entropy" and c["in"][1][0] == "f32":
+        return True
     if op in NUMBER or op.startswith("inplace2:") or op.startswith("inplace_number:"):
         return True
     if op in BINARY:
@@ -107,6 +129,20 @@ def make(dt, shape, vals):
 
 def run(c, xs):
     op, a = c["op"], c["args"]
+    if op == "f.conv2d_same":
+        return kael.nn.functional.conv2d(xs[0], xs[1], padding="same", dilation=a[0])
+    if op == "cross_entropy":
+        return kael.nn.functional.cross_entropy(xs[0], xs[1], reduction=a[0])
+    if op == "index":
+        return xs[0][key_of(a[0], xs)]
+    if op == "index_put":
+        z = xs[0].clone()
+        key = key_of(a[0], xs)
+        if a[1]:
+            z.index_put_(tuple(k for k in key if isinstance(k, kael.Tensor)), xs[-1], accumulate=True)
+        else:
+            z[key] = xs[-1]
+        return z
     if op in NUMBER:
         return NUMBER[op](xs[0], a[0])
     if op == "where_cond":

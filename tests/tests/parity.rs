@@ -473,6 +473,11 @@ fn run_functional(op: &str, a: &[Arg], x: &[Tensor]) -> Result<Vec<Tensor>> {
     let one = |t: Result<Tensor>| t.map(|t| vec![t]);
     match op {
         "f.linear" => one(nf::linear(&x[0], &x[1], Some(&x[2]))),
+        "f.conv2d_same" => {
+            let d = u(&a[0]);
+            one(kael_core::nn::same_padding(&x[0], &x[1], &[d, d])
+                .and_then(|(xp, p)| nf::conv2d(&xp, &x[1], None, [1, 1], [p[0], p[1]], [d, d], 1)))
+        }
         "f.layer_norm" => one(nf::layer_norm(
             &x[0],
             &lu(&a[0]),

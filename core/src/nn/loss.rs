@@ -141,14 +141,17 @@ pub fn nll_loss(
     }
 }
 
-/// Cross entropy between logits and class indices (PyTorch's
-/// `F.cross_entropy` with class-index targets, no weights, no label
-/// smoothing): `nll_loss(log_softmax(logits, class_dim), targets)`.
-///
-/// Shapes, `ignore_index` and reductions as [`nll_loss`].
+/// Cross entropy between logits and targets (PyTorch's `F.cross_entropy`,
+/// no weights, no label smoothing). Integer targets are class indices:
+/// `nll_loss(log_softmax(logits, class_dim), targets)`, with shapes,
+/// `ignore_index` and reductions as [`nll_loss`]. Float targets of the
+/// logits' shape and dtype are class probabilities: the loss of each sample
+/// is `-sum(targets * log_softmax(logits))` over the class dim, and `Mean`
+/// averages over the samples (`ignore_index` does not apply, as in
+/// PyTorch).
 ///
 /// # Errors
-/// As [`nll_loss`].
+/// As [`nll_loss`]; probability targets of another shape or dtype.
 ///
 /// ```
 /// use kael_core::nn::{cross_entropy, Reduction};
@@ -174,10 +177,40 @@ pub fn cross_entropy(
             got: 0,
         });
     }
+    if targets.dtype().is_float() {
+        return soft_cross_entropy(logits, targets, class_dim, reduction);
+    }
     nll_loss(
         &logits.log_softmax(class_dim)?,
         targets,
         reduction,
         ignore_index,
     )
+}
+
+/// [`cross_entropy`] with class-probability targets.
+fn soft_cross_entropy(
+    logits: &Tensor,
+    probs: &Tensor,
+    class_dim: isize,
+    reduction: Reduction,
+) -> Result<Tensor> {
+    const OP: &str = "cross_entropy";
+    if probs.shape() != logits.shape() {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            expected: crate::error::ErrShape::of(logits.shape()),
+            got: crate::error::ErrShape::of(probs.shape()),
+        });
+    }
+    logits.same_dtype(OP, probs)?;
+    let losses = probs
+        .mul(&logits.log_softmax(class_dim)?)?
+        .sum(&[class_dim], false)?
+        .neg()?;
+    match reduction {
+        Reduction::None => Ok(losses),
+        Reduction::Sum => losses.sum_all(),
+        Reduction::Mean => losses.mean_all(),
+    }
 }

@@ -67,7 +67,7 @@ pub use linear::Linear;
 pub use loss::{Reduction, cross_entropy, mse_loss, nll_loss};
 pub use module::{Module, StateDictMismatch, Visitor};
 pub use norm::{BatchNorm1d, BatchNorm2d, GroupNorm};
-pub use pad::pad_dim;
+pub use pad::{pad_dim, same_padding};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use rms_norm::RmsNorm;
 pub use sequential::Sequential;

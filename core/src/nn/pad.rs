@@ -41,3 +41,56 @@ pub fn pad_dim(x: &Tensor, dim: isize, before: usize, after: usize, value: f64) 
     let refs: Vec<&Tensor> = parts.iter().collect();
     Tensor::cat(&refs, d as isize)
 }
+
+/// PyTorch's `padding="same"` for a stride-1 convolution: `input` padded
+/// so that the output keeps its spatial size, and the symmetric padding to
+/// pass to the convolution. Along each of the last `dilation.len()` dims
+/// the total padding is `dilation·(k - 1)` for a kernel of size `k`; half
+/// of it (rounded down) goes on each side through the convolution's own
+/// padding, and an odd one left over is added on the right here, as
+/// PyTorch does.
+///
+/// # Errors
+/// A weight of the wrong rank; a padding that overflows.
+///
+/// ```
+/// use kael_core::nn::same_padding;
+/// use kael_core::{DType, Device, Tensor};
+/// let dev = Device::cpu();
+/// let x = Tensor::zeros(&[1, 1, 5, 5], DType::F32, &dev)?;
+/// let w = Tensor::zeros(&[1, 1, 4, 3], DType::F32, &dev)?; // even kernel: 1 extra
+/// let (x, pad) = same_padding(&x, &w, &[1, 1])?;
+/// assert_eq!((x.shape(), pad), (&[1, 1, 6, 5][..], vec![1, 1]));
+/// # Ok::<(), kael_core::Error>(())
+/// ```
+pub fn same_padding(
+    input: &Tensor,
+    weight: &Tensor,
+    dilation: &[usize],
+) -> Result<(Tensor, Vec<usize>)> {
+    const OP: &str = "conv (padding=\"same\")";
+    let n = dilation.len();
+    if weight.rank() != n + 2 || input.rank() < n {
+        return Err(crate::Error::RankMismatch {
+            op: OP,
+            expected: "a weight of rank 2 + the number of spatial dims",
+            got: weight.rank(),
+        });
+    }
+    let mut x = input.clone();
+    let mut pads = Vec::with_capacity(n);
+    for (i, &d) in dilation.iter().enumerate() {
+        let k = weight.shape()[2 + i];
+        let total = d
+            .checked_mul(k.saturating_sub(1))
+            .ok_or(crate::Error::InvalidArgument {
+                op: OP,
+                reason: "dilation times the kernel size overflows; use a smaller dilation",
+            })?;
+        let left = total / 2;
+        let dim = x.rank() - n + i;
+        x = pad_dim(&x, dim as isize, 0, total - 2 * left, 0.0)?;
+        pads.push(left);
+    }
+    Ok((x, pads))
+}

@@ -373,12 +373,16 @@ fn no_gradient(op: &'static str) -> Error {
 /// Refuses a zero divisor of an integer division-like op (PyTorch raises
 /// `ZeroDivisionError`); float divisors may be zero.
 fn int_divisor_nonzero(op: &'static str, dividend: &Tensor, divisor: &Tensor) -> Result<()> {
-    let computes_in = crate::promote::of_two(
-        dividend.dtype(),
-        dividend.rank(),
-        divisor.dtype(),
-        divisor.rank(),
-    );
+    let computes_in = if crate::promote::ENABLED {
+        crate::promote::of_two(
+            dividend.dtype(),
+            dividend.rank(),
+            divisor.dtype(),
+            divisor.rank(),
+        )
+    } else {
+        divisor.dtype()
+    };
     if !computes_in.is_int() || divisor.numel() == 0 {
         return Ok(());
     }

@@ -4,6 +4,17 @@
 
 /// Generates everything of the unary ops from their rows (see `unary.rs`).
 macro_rules! unary_table {
+    // `for_each_unary_row!`: the rows, for bindings generated from the table
+    (@export ($d:tt) $($row:tt)*) => {
+        /// Calls `cb!(method, in_place_method, (params))` once per row of
+        /// the unary op table, so bindings (the Python methods) are
+        /// generated from the table: a new row needs no binding line
+        /// (NOTE [Op table in Python] in kael-py).
+        #[macro_export]
+        macro_rules! for_each_unary_row {
+            ($d cb:ident) => { $( $d cb! $row; )* };
+        }
+    };
     ($(
         $(#[$doc:meta])*
         $V:ident $(($($ta:ident: $tty:ty),+))? $({$($(#[$fdoc:meta])* $sa:ident: $sty:ty),+})? => $BIT:ident {
@@ -306,6 +317,7 @@ macro_rules! unary_table {
                 }
             )*
         }
+        unary_table!(@export ($) $(($m, $im, ($($arg: $aty),*)))*);
     };
 
     (@has_int refused) => { false };
@@ -347,6 +359,14 @@ macro_rules! unary_table {
 
 /// Generates everything of the binary ops from their rows (see `binary.rs`).
 macro_rules! binary_table {
+    (@export ($d:tt) $($m:ident)*) => {
+        /// Calls `cb!(method)` once per row of the binary op table (see
+        /// `for_each_unary_row!`).
+        #[macro_export]
+        macro_rules! for_each_binary_row {
+            ($d cb:ident) => { $( $d cb!($m); )* };
+        }
+    };
     ($(
         $(#[$doc:meta])*
         $V:ident => $BIT:ident {
@@ -550,8 +570,9 @@ macro_rules! binary_table {
                 /// Broadcasts `self` and `other` to a common shape.
                 ///
                 /// # Errors
-                /// Shapes that do not broadcast; different dtypes or devices;
-                /// a dtype the op is not defined on.
+                /// Shapes that do not broadcast; devices that differ; a dtype
+                /// the op is not defined on, after promotion (NOTE [Type
+                /// promotion]).
                 ///
                 /// ```
                 /// use kael_core::{Device, Tensor};
@@ -569,6 +590,7 @@ macro_rules! binary_table {
                 }
             )*
         }
+        binary_table!(@export ($) $($m)*);
     };
 
     (@has refused) => { false };

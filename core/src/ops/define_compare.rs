@@ -103,5 +103,14 @@ macro_rules! compare_table {
                 }
             )*
         }
+        compare_table!(@export ($) $($m)*);
+    };
+    (@export ($d:tt) $($m:ident)*) => {
+        /// Calls `cb!(method)` once per row of the comparison table (see
+        /// `for_each_unary_row!`).
+        #[macro_export]
+        macro_rules! for_each_compare_row {
+            ($d cb:ident) => { $( $d cb!($m); )* };
+        }
     };
 }

@@ -234,7 +234,7 @@ unary_table! {
         cuda_args: (p, 0.0, 0),
         grad: [x] |g, x, y| if p == 0.0 {
             // 0, not 0 * x^-1 (NaN at x = 0), as PyTorch's `pow_backward`
-            g.zeros_like()
+            zero_gradient(g)
         } else {
             g.mul(&x()?.powf(p - 1.0)?.mul_scalar(p)?)
         },
@@ -553,4 +553,11 @@ pub(crate) fn clamp_pass_mask(x: &Tensor, lo: Option<f64>, hi: Option<f64>) -> R
         inside = inside.logical_and(&x.lt(&x.scalar_like(hi)?)?)?;
     }
     inside.to_dtype(x.dtype())
+}
+
+/// A zero gradient like `g` (out of line: a rare branch of one formula).
+#[cold]
+#[inline(never)]
+fn zero_gradient(g: &Tensor) -> Result<Tensor> {
+    g.zeros_like()
 }

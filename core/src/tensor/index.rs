@@ -79,10 +79,16 @@ impl Tensor {
     /// ```
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
         const OP: &str = "cat";
-        if let Some(same) = Tensor::promoted_list(tensors)? {
-            // NOTE [Type promotion]
-            return Tensor::cat(&same.iter().collect::<Vec<_>>(), dim);
-        }
+        // NOTE [Type promotion]: inputs of different dtypes are converted
+        let promoted = Tensor::promoted_list(tensors)?;
+        let converted: Vec<&Tensor>;
+        let tensors: &[&Tensor] = match &promoted {
+            Some(v) => {
+                converted = v.iter().collect();
+                &converted
+            }
+            None => tensors,
+        };
         let Some(first) = tensors.first() else {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -172,10 +178,16 @@ impl Tensor {
     /// ```
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
         const OP: &str = "stack";
-        if let Some(same) = Tensor::promoted_list(tensors)? {
-            // NOTE [Type promotion]
-            return Tensor::stack(&same.iter().collect::<Vec<_>>(), dim);
-        }
+        // NOTE [Type promotion]: inputs of different dtypes are converted
+        let promoted = Tensor::promoted_list(tensors)?;
+        let converted: Vec<&Tensor>;
+        let tensors: &[&Tensor] = match &promoted {
+            Some(v) => {
+                converted = v.iter().collect();
+                &converted
+            }
+            None => tensors,
+        };
         let Some(first) = tensors.first() else {
             return Err(Error::InvalidArgument {
                 op: OP,

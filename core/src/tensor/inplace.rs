@@ -134,6 +134,7 @@ impl Tensor {
     /// result: `float16 += float32 tensor`, bool logic) the op runs out of
     /// place on a copy of `self` and the result is written back converted.
     fn binary_promoted_(&self, op: BinaryOp, name: &'static str, other: &Tensor) -> Result<()> {
+        crate::promote::require(name)?;
         let d = super::promoted::binary_dtypes(op, self, other).map_err(|e| e.renamed(name))?;
         crate::promote::check_inplace(name, d.out, self.dtype())?;
         self.same_device(name, other)?;

@@ -23,6 +23,7 @@
 //!
 //! There is no empty tensor: absence is `Option<Tensor>`.
 
+mod advanced_index;
 mod convert;
 mod create;
 mod create_like;
@@ -44,6 +45,7 @@ mod split;
 mod stats;
 mod view;
 
+pub use advanced_index::Index;
 pub use create::ShapeSpec;
 pub use display::{PRINT_EDGE_ITEMS, PRINT_THRESHOLD};
 pub use explain::explain;

@@ -17,6 +17,7 @@ impl Tensor {
         if !op.works_on_ints() && !self.dtype().is_float() {
             // float-only rows compute integers and bools in the default
             // float dtype (NOTE [Type promotion], rule 4)
+            crate::promote::require(op.name())?;
             return self
                 .to_dtype(crate::promote::to_float(self.dtype()))?
                 .unary_op(op);
@@ -130,6 +131,7 @@ impl Tensor {
     pub(crate) fn compare_op(&self, op: CmpOp, other: &Tensor) -> Result<Tensor> {
         if self.dtype() != other.dtype() {
             // NOTE [Type promotion]: compared in the common dtype
+            crate::promote::require(op.name())?;
             let r = crate::promote::of_two(self.dtype(), self.rank(), other.dtype(), other.rank());
             return self.to_dtype(r)?.compare_op(op, &other.to_dtype(r)?);
         }
@@ -281,6 +283,7 @@ impl Tensor {
         }
         if on_true.dtype() != on_false.dtype() {
             // NOTE [Type promotion]
+            crate::promote::require("where")?;
             let r = crate::promote::of_two(
                 on_true.dtype(),
                 on_true.rank(),

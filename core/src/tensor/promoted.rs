@@ -16,6 +16,9 @@ pub(crate) struct BinaryDTypes {
     pub out: DType,
 }
 
+/// What `-` takes instead of bool operands (PyTorch refuses them too).
+const SUB_BOOL: &str = "numeric dtypes (for masks use logical_not or logical_xor)";
+
 /// Binary rows defined on bool operands: logical on 0/1 (PyTorch's
 /// `+`/`*` on bool are or/and; `-` on bool is refused there too).
 const fn works_on_bools(op: BinaryOp) -> bool {
@@ -38,7 +41,7 @@ pub(crate) fn binary_dtypes(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Bina
         return Err(Error::UnsupportedDType {
             op: op.name(),
             dtype: DType::Bool,
-            supported: "numeric dtypes (to invert a mask use logical_not; for a difference of masks use logical_xor)",
+            supported: SUB_BOOL,
         });
     }
     let mut r = promote::of_two(a.dtype(), a.rank(), b.dtype(), b.rank());
@@ -50,7 +53,7 @@ pub(crate) fn binary_dtypes(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Bina
             return Err(Error::UnsupportedDType {
                 op: op.name(),
                 dtype: DType::Bool,
-                supported: "numeric dtypes (bool operands take +, *, maximum, minimum and the bitwise ops; use logical_xor for a difference of bools)",
+                supported: "numeric dtypes (bool takes +, *, maximum, minimum, bitwise ops)",
             });
         }
         return Ok(BinaryDTypes {
@@ -81,6 +84,7 @@ pub(crate) fn runs_as_is(op: BinaryOp, a: DType, b: DType) -> bool {
 impl Tensor {
     /// `a op b` after converting both to the dtype the op computes in.
     pub(crate) fn binary_promoted(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
+        promote::require(op.name())?;
         let d = binary_dtypes(op, self, other)?;
         let (a, b) = (self.to_dtype(d.compute)?, other.to_dtype(d.compute)?);
         debug_assert!(runs_as_is(op, a.dtype(), b.dtype()));
@@ -107,14 +111,29 @@ impl Tensor {
     /// ```
     pub fn number_operand(&self, op: &'static str, n: impl Into<Number>) -> Result<Tensor> {
         let n = n.into();
-        let mut r = promote::ResultType::default();
-        r.tensor(self.dtype(), self.rank());
-        r.number(n);
-        let dtype = r.dtype().unwrap_or(self.dtype());
+        let dtype = if promote::ENABLED {
+            let mut r = promote::ResultType::default();
+            r.tensor(self.dtype(), self.rank());
+            r.number(n);
+            r.dtype().unwrap_or(self.dtype())
+        } else {
+            // without the feature a number must be of the tensor's kind:
+            // the same answer, or a refusal (NOTE [Promotion feature])
+            let d = self.dtype();
+            let same_kind = match n {
+                Number::Float(_) => d.is_float(),
+                Number::Int(_) => d != DType::Bool,
+                Number::Bool(_) => true,
+            };
+            if !same_kind {
+                promote::require(op)?;
+            }
+            d
+        };
         if !n.fits(dtype) {
             return Err(Error::InvalidArgument {
                 op,
-                reason: "the number does not fit the tensor's integer dtype (kael refuses rather than wraps); pass a number in the dtype's range, or convert the tensor first (to_dtype)",
+                reason: "the number does not fit the integer dtype (never wrapped); pass one in range or convert first (to_dtype)",
             });
         }
         let dev = self.device();
@@ -132,7 +151,7 @@ impl Tensor {
             return Err(Error::UnsupportedDType {
                 op,
                 dtype: DType::Bool,
-                supported: "numeric dtypes (to invert a mask use logical_not; for a difference of masks use logical_xor)",
+                supported: SUB_BOOL,
             });
         }
         self.number_operand(op, n)
@@ -147,6 +166,7 @@ impl Tensor {
         if tensors.iter().all(|t| t.dtype() == first.dtype()) {
             return Ok(None);
         }
+        promote::require("cat")?;
         let mut r = promote::ResultType::default();
         for t in tensors {
             // cat and stack promote all inputs as tensors (PyTorch).

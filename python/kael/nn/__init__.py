@@ -416,6 +416,58 @@ class Sequential(Module):
         return len(self._modules)
 
 
+class ModuleList(Module):
+    """A list of modules, registered as submodules ``0``, ``1``, ..."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class Identity(Module):
+    """Returns its input."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """Flattens dims ``start_dim..=end_dim`` (PyTorch's defaults: all but
+    the batch dim)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
 class _Elementwise(Module):
     _fn = None
 
@@ -500,6 +552,9 @@ __all__ = [
     "Parameter",
     "ReLU",
     "Sequential",
+    "ModuleList",
+    "Identity",
+    "Flatten",
     "SiLU",
     "Sigmoid",
     "Tanh",

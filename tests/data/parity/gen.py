@@ -663,6 +663,9 @@ sys.path.insert(0, HERE)
 import gen_promote  # noqa: E402
 
 gen_promote.promotion_cases(sys.modules[__name__])
+import gen_index  # noqa: E402
+
+gen_index.index_cases(sys.modules[__name__])
 
 if __name__ == "__main__":
     if torch.__version__.split("+")[0] != PINNED:

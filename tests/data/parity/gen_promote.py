@@ -139,6 +139,22 @@ def promotion_cases(g):
     case("pow_scalar", [0.0], [zero_ish.clone()], lambda x: x ** 0.0)
     case("pow", [], [zero_ish.clone(), g.T([0.0, 0.0, 2.0])], torch.pow)
 
+    # cross entropy with class-probability targets (PyTorch computes; kael
+    # refused before issue 46)
+    for shape, red in [((4, 3), "mean"), ((4, 3), "sum"), ((4, 3), "none"), ((3,), "mean"),
+                       ((2, 3, 2), "mean"), ((2, 3, 2), "none")]:
+        dim = 1 if len(shape) > 1 else 0
+        probs = torch.softmax(g.values(shape, "f32"), dim)
+        case("cross_entropy", [red], [g.values(shape, "f32"), probs],
+             lambda x, p, red=red: torch.nn.functional.cross_entropy(x, p, reduction=red))
+    case("cross_entropy", ["mean"], [g.values((4, 3), "f32"), g.values((4, 2), "f32")],
+         lambda x, p: torch.nn.functional.cross_entropy(x, p))
+
+    # conv2d(padding="same"): odd and even kernels, dilation
+    for wshape, dil in [((3, 2, 3, 3), 1), ((3, 2, 4, 2), 1), ((2, 2, 3, 2), 2)]:
+        case("f.conv2d_same", [dil], [g.values((1, 2, 5, 6), "f32"), g.values(wshape, "f32")],
+             lambda x, w, dil=dil: torch.nn.functional.conv2d(x, w, padding="same", dilation=dil))
+
     names = list(ALL_DT)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "promote_types.txt")
     with open(path, "w") as f:

@@ -1,9 +1,36 @@
-//! The type-promotion cases of the parity file (issue 46;
-//! `tests/data/parity/gen_promote.py`): ops named as the generator names
+//! The type-promotion and advanced-indexing cases of the parity file
+//! (issue 46; `tests/data/parity/gen_promote.py`, `gen_index.py`): ops named as the generator names
 //! them, with numbers kept as the kind (int, float, bool) PyTorch saw.
 
 use super::Arg;
+use kael_core::tensor::Index;
 use kael_core::{Number, Result, Tensor};
+
+/// A key written as gen_index.py writes it: `tK` input K, `i<n>` an int,
+/// `a:b:c` a slice, `N` a new axis, `E` an ellipsis, joined by `;`.
+fn key(a: &Arg, x: &[Tensor]) -> Vec<Index> {
+    let Arg::S(spec) = a else {
+        panic!("expected a key, got {a:?}")
+    };
+    spec.split(';')
+        .map(|it| {
+            if let Some(k) = it.strip_prefix('t') {
+                Index::Tensor(x[k.parse::<usize>().unwrap()].clone())
+            } else if let Some(i) = it.strip_prefix('i') {
+                Index::Int(i.parse().unwrap())
+            } else if it == "N" {
+                Index::NewAxis
+            } else if it == "E" {
+                Index::Ellipsis
+            } else {
+                let mut p = it.split(':').map(|v| v.parse::<isize>().ok());
+                let (start, stop) = (p.next().flatten(), p.next().flatten());
+                let step = p.next().flatten().unwrap_or(1) as usize;
+                Index::Slice { start, stop, step }
+            }
+        })
+        .collect()
+}
 
 /// A number argument as the kind of Python number the generator passed.
 pub fn num(a: &Arg) -> Number {
@@ -38,6 +65,16 @@ pub fn run(op: &str, a: &[Arg], x: &[Tensor]) -> Option<Result<Vec<Tensor>>> {
         "bitwise_left_shift" => one(x[0].bitwise_left_shift(&x[1])),
         "bitwise_right_shift" => one(x[0].bitwise_right_shift(&x[1])),
         "pow_scalar" => one(x[0].pow_scalar(num(&a[0]))),
+        "index" => one(x[0].index(&key(&a[0], x))),
+        "index_put" => {
+            let accumulate = matches!(a[1], Arg::B(true));
+            let z = match x[0].deep_clone() {
+                Ok(z) => z,
+                Err(e) => return Some(Err(e)),
+            };
+            let v = &x[x.len() - 1];
+            one(z.index_put_(&key(&a[0], x), v, accumulate).map(|()| z))
+        }
         _ => None,
     }
 }
