@@ -112,7 +112,7 @@ number_from!(bool => Bool, i64 => Int, i32 => Int, i16 => Int, i8 => Int, u8 => 
 /// the conversion code is not linked.
 ///
 /// NOTE [Promotion feature]
-/// Every promotion path starts with [`require`], which is a constant `Err`
+/// Every promotion path starts with `promote::require`, a constant `Err`
 /// without the feature, so the paths compile away and an eager firmware
 /// image keeps its size. Same-dtype ops, and numbers the tensor's dtype
 /// holds, behave the same with and without the feature.

@@ -905,7 +905,7 @@ impl PyTensor {
             None => Ok(Bound::new(py, run_t(py, t, || t.max_all())?)?.into_any()),
             Some(d) => {
                 let (v, i) = run(py, t, || t.max_dim_with_indices(d, keepdim))?;
-                Ok(PyTuple::new(py, [wrap(v), wrap(i)])?.into_any())
+                values_indices(py, wrap(v), wrap(i))
             }
         }
     }
@@ -923,7 +923,7 @@ impl PyTensor {
             None => Ok(Bound::new(py, run_t(py, t, || t.min_all())?)?.into_any()),
             Some(d) => {
                 let (v, i) = run(py, t, || t.min_dim_with_indices(d, keepdim))?;
-                Ok(PyTuple::new(py, [wrap(v), wrap(i)])?.into_any())
+                values_indices(py, wrap(v), wrap(i))
             }
         }
     }
@@ -1204,4 +1204,21 @@ impl PyTensor {
     fn type_name(&self) -> String {
         format!("kael.{}", dtype_name(self.t.dtype()))
     }
+}
+
+/// `(values, indices)` as PyTorch returns them from `max(dim)`, `min(dim)`:
+/// a named tuple (`r.values`, `r.indices`, or unpacked).
+fn values_indices<'py>(
+    py: Python<'py>,
+    values: PyTensor,
+    indices: PyTensor,
+) -> PyResult<Bound<'py, PyAny>> {
+    static TYPES: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let make = TYPES.get_or_try_init(py, || {
+        py.import("collections")?
+            .getattr("namedtuple")?
+            .call1(("values_indices", ["values", "indices"]))
+            .map(Bound::unbind)
+    })?;
+    make.bind(py).call1((values, indices))
 }

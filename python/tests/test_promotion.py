@@ -94,3 +94,35 @@ def test_everyday_helpers():
     assert m(kael.zeros(2, 3, 4)).shape == (2, 12)
     layers = kael.nn.ModuleList([kael.nn.Linear(2, 2), kael.nn.Linear(2, 2)])
     assert len(list(layers.parameters())) == 4 and len(layers) == 2
+
+
+def test_max_along_a_dim_is_a_values_indices_pair():
+    r = kael.tensor([[1.0, 5.0], [7.0, 2.0]]).max(1)
+    assert r.values.tolist() == [5.0, 7.0] and r.indices.tolist() == [1, 0]
+    v, i = kael.tensor([[1.0, 5.0]]).min(1)
+    assert (v.tolist(), i.tolist()) == ([1.0], [0])
+
+
+def test_pad_bce_adaptive_pool_and_clipping_against_hand_values():
+    F = kael.nn.functional
+    x = kael.tensor([[1.0, 2.0]])
+    # F.pad(x, (1, 2)) and F.pad(x, (0, 0, 1, 0), value=9)
+    assert F.pad(x, (1, 2)).tolist() == [[0.0, 1.0, 2.0, 0.0, 0.0]]
+    assert F.pad(x, (0, 0, 1, 0), value=9.0).tolist() == [[9.0, 9.0], [1.0, 2.0]]
+    # BCE: -(ln 0.5 + ln 0.9) / 2 with x = [0.5, 0.1], t = [1, 0]
+    p, t = kael.tensor([0.5, 0.1]), kael.tensor([1.0, 0.0])
+    want = -(math.log(0.5) + math.log(0.9)) / 2
+    assert abs(F.binary_cross_entropy(p, t).item() - want) < 1e-6
+    # with logits: the same loss through log(sigmoid)
+    z = kael.tensor([0.0, -2.0])
+    want = -(math.log(0.5) + math.log(1 - 1 / (1 + math.exp(2.0)))) / 2
+    assert abs(F.binary_cross_entropy_with_logits(z, t).item() - want) < 1e-6
+    # adaptive average pooling of a 3x3 ramp to 2x2: cells [0:2, 0:2], [0:2, 1:3], ...
+    r = kael.arange(9.0).reshape(1, 1, 3, 3)
+    assert F.adaptive_avg_pool2d(r, 2).tolist() == [[[[2.0, 3.0], [5.0, 6.0]]]]
+    # clip_grad_norm_: grads (3, 4) have norm 5; clipped to norm 1
+    w = kael.tensor([0.0, 0.0], requires_grad=True)
+    (w * kael.tensor([3.0, 4.0])).sum().backward()
+    n = kael.nn.utils.clip_grad_norm_([w], 1.0)
+    assert abs(n.item() - 5.0) < 1e-6
+    assert all(abs(a - b) < 1e-5 for a, b in zip(w.grad.tolist(), [0.6, 0.8]))

@@ -340,6 +340,26 @@ test_device!(
 );
 
 test_device!(
+    fill_and_zero_write_overlapping_windows_as_pytorch_does,
+    |dev: &Device| {
+        // torch.zeros(6).unfold(0, 3, 2).fill_(1): windows [0..3], [2..5]
+        let x = Tensor::zeros(&[6], DType::F32, dev)?;
+        x.unfold(0, 3, 2)?.fill_(1.0)?;
+        assert_eq!(x.to_vec::<f32>()?, [1., 1., 1., 1., 1., 0.]);
+        assert_eq!(x.version(), 1);
+        // torch.arange(6.).as_strided((3, 3), (1, 1)).zero_(): elements 0..5
+        let y = Tensor::arange(0.0f32, 6.0, dev)?;
+        y.as_strided(&[3, 3], &[1, 1], 0)?.zero_()?;
+        assert_eq!(y.to_vec::<f32>()?, [0., 0., 0., 0., 0., 5.]);
+        // an integer dtype, from an offset
+        let z = Tensor::arange(0i64, 6, dev)?;
+        z.as_strided(&[2, 2], &[1, 1], 3)?.fill_(-1.0)?;
+        assert_eq!(z.to_vec::<i64>()?, [0, 1, 2, -1, -1, -1]);
+        Ok(())
+    }
+);
+
+test_device!(
     refuses_a_result_of_a_higher_category_unchanged,
     |dev: &Device| {
         // int64 op= float: the float result cannot be written into int64

@@ -54,7 +54,7 @@ fn a_small_interleaved_view_is_decided_exactly() {
 }
 
 #[test]
-fn a_large_interleaved_view_is_conservatively_refused() {
+fn a_large_interleaved_view_is_conservatively_refused_for_read_modify_write() {
     // offsets 2j (even) and 3 + 2j (odd) never meet, but the stride test
     // cannot tell (3 <= 2 * 99), and there are more positions than the
     // exact check enumerates: reported as overlapping (as documented on
@@ -62,7 +62,15 @@ fn a_large_interleaved_view_is_conservatively_refused() {
     let x = Tensor::zeros(&[202], DType::F32, &Device::cpu()).unwrap();
     let v = x.as_strided(&[2, 100], &[3, 2], 0).unwrap();
     const { assert!(200 > kael_core::layout::OVERLAP_EXACT_LIMIT) };
-    assert!(matches!(v.fill_(1.0), Err(Error::InternalOverlap { .. })));
+    assert!(matches!(
+        v.add_(&Tensor::scalar(1.0f32, &Device::cpu()).unwrap()),
+        Err(Error::InternalOverlap { .. })
+    ));
+    // fill_ takes any overlapping destination whose positions are not many
+    // more than its storage's elements (NOTE [In-place rules]): all 200
+    v.fill_(1.0).unwrap();
+    assert_eq!(x.sum_all().unwrap().item::<f32>().unwrap(), 200.0);
+    x.zero_().unwrap();
     // the same layout with few positions is decided exactly: writable
     x.as_strided(&[2, 10], &[3, 2], 0)
         .unwrap()

@@ -37,6 +37,17 @@ pub trait Visitor {
     fn module(&mut self, name: &str, module: &dyn Module);
 }
 
+/// `name.i`: the local name of the `i`-th entry of a list field, as
+/// PyTorch names the entries of a `ModuleList` or `ParameterList` (used by
+/// `#[derive(Module)]`, NOTE [Derived modules] in kael-derive).
+///
+/// ```
+/// assert_eq!(kael_core::nn::indexed_name("blocks", 2), "blocks.2");
+/// ```
+pub fn indexed_name(name: &str, i: usize) -> String {
+    format!("{name}.{i}")
+}
+
 /// A layer or a model: a forward function plus the tensors it owns.
 ///
 /// Implementors write [`Module::forward`] and, when they own tensors or

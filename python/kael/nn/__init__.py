@@ -23,7 +23,7 @@ import math
 from collections import OrderedDict
 
 from .. import _kael
-from . import functional
+from . import functional, utils
 
 Tensor = _kael.Tensor
 
