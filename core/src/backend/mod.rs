@@ -195,6 +195,14 @@ pub trait Backend: MaybeSendSync {
 
     /// Sets every element of `dst` to `value` (converted to its dtype).
     ///
+    /// NOTE [Overlapping fills]
+    /// `dst` may name one element at several positions (`fill_` on
+    /// `unfold` windows or a sliding `as_strided` view, as PyTorch allows):
+    /// a backend writes the same value there more than once. The reference
+    /// kernel writes through raw pointers in sequence; the threaded backend
+    /// splits only contiguous destinations (which cannot overlap) across
+    /// threads; a CUDA thread per position stores the same value.
+    ///
     /// # Errors
     /// Backend failures.
     fn fill(&self, dst: Dst<'_>, value: f64) -> Result<()> {

@@ -6,7 +6,8 @@
 //!    whose message says to call `deep_clone()` first. Only `fill_` and
 //!    `zero_`, which do not read the destination, accept one (as PyTorch):
 //!    repeated positions (expand) are written once, and windows that
-//!    overlap (`unfold`, `as_strided`) through a flat view of the storage.
+//!    overlap (`unfold`, `as_strided`) as they are (NOTE [Overlapping
+//!    fills] on `Backend::fill`).
 //!    kael is stricter than PyTorch nowhere else here: PyTorch refuses
 //!    read-modify-write ops (`add_`, `mul_`, `clamp_`, ...) and `copy_` on
 //!    such destinations too, since their result would depend on the order
@@ -27,7 +28,7 @@ use crate::shape::broadcast_shapes;
 use alloc::boxed::Box;
 
 /// How many positions per storage element an overlapping `fill_` may
-/// enumerate (an `unfold` of window `w` and step 1 has about `w`).
+/// write (an `unfold` of window `w` and step 1 has about `w`).
 const OVERLAP_FILL_FACTOR: usize = 8;
 
 impl Tensor {
@@ -296,19 +297,27 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn fill_(&self, value: f64) -> Result<()> {
-        let distinct = self.with_distinct_src(|d| d.layout.has_internal_overlap());
-        if distinct {
-            return self.fill_overlapping_(value);
-        }
-        super::ops::check_fill("fill_", self.dtype(), value)?;
-        self.check_read_only("fill_")?;
-        self.check_inplace_autograd("fill_")?;
+        const OP: &str = "fill_";
+        super::ops::check_fill(OP, self.dtype(), value)?;
+        self.check_read_only(OP)?;
+        self.check_inplace_autograd(OP)?;
         let record = autograd::needs_record(&[self]);
+        if self.with_distinct_src(|d| d.layout.has_internal_overlap()) {
+            // refused: in an autograd graph (PyTorch refuses a write whose
+            // positions alias there too), and for many more positions than
+            // the storage has elements (an `as_strided` view of 2^40
+            // positions over 2^21 elements is not walked)
+            let elements = self.storage_nbytes() / self.element_size();
+            if record || self.numel() > elements.saturating_mul(OVERLAP_FILL_FACTOR) {
+                return Err(Error::InternalOverlap { op: OP });
+            }
+        }
         let old_edge = if record {
             autograd::grad_edge(self)
         } else {
             None
         };
+        // NOTE [Overlapping fills]
         let dev = self.device();
         self.with_distinct_src(|d| dev.backend().fill(d, value))?;
         self.storage().bump_version();
@@ -316,44 +325,6 @@ impl Tensor {
             autograd::record_inplace(self, old_edge, &[], Rule::InplaceFill);
         }
         Ok(())
-    }
-
-    /// [`Tensor::fill_`] of a destination whose positions overlap
-    /// (`unfold` windows, an `as_strided` sliding window): every element
-    /// any position names gets `value`, as in PyTorch. The kernels assume
-    /// distinct positions (a threaded fill would write one element from two
-    /// threads), so the write goes through a flat view of the storage at
-    /// the positions' distinct offsets (`index_put_`: one version bump).
-    /// A destination in an autograd graph is refused: the write bypasses
-    /// its history.
-    fn fill_overlapping_(&self, value: f64) -> Result<()> {
-        const OP: &str = "fill_";
-        super::ops::check_fill(OP, self.dtype(), value)?;
-        self.check_read_only(OP)?;
-        self.check_inplace_autograd(OP)?;
-        if autograd::needs_record(&[self]) {
-            return Err(Error::InternalOverlap { op: OP });
-        }
-        let n = self.storage_nbytes() / self.element_size();
-        // the write enumerates the positions: bounded by the storage the
-        // tensor already has (an `as_strided` view of 2^40 positions over
-        // 2^21 elements stays refused, without allocating)
-        if self.numel() > n.saturating_mul(OVERLAP_FILL_FACTOR) {
-            return Err(Error::InternalOverlap { op: OP });
-        }
-        let dev = self.device();
-        let count = i64::try_from(n).map_err(|_| Error::InvalidArgument {
-            op: OP,
-            reason: "the storage has more elements than i64 counts; fill a smaller view",
-        })?;
-        autograd::no_grad(|| {
-            let ids = Tensor::arange(0i64, count, &dev)?;
-            let pos = ids.as_strided(self.shape(), &self.strides(), self.offset())?;
-            let flat = self.as_strided(&[n], &[1], 0)?;
-            let v = Tensor::full(&[], value, self.dtype(), &dev)?;
-            flat.index_put_(&[super::Index::Tensor(pos)], &v, false)
-        })
-        .map_err(|e| e.renamed(OP))
     }
 
     /// Sets every element to zero.
