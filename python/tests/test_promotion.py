@@ -126,3 +126,15 @@ def test_pad_bce_adaptive_pool_and_clipping_against_hand_values():
     n = kael.nn.utils.clip_grad_norm_([w], 1.0)
     assert abs(n.item() - 5.0) < 1e-6
     assert all(abs(a - b) < 1e-5 for a, b in zip(w.grad.tolist(), [0.6, 0.8]))
+
+
+def test_module_to_apply_and_named_children():
+    m = kael.nn.Sequential(kael.nn.Linear(2, 3), kael.nn.ReLU())
+    assert [n for n, _ in m.named_children()] == ["0", "1"]
+    seen = []
+    m.apply(lambda mod: seen.append(type(mod).__name__))
+    assert seen == ["Linear", "ReLU", "Sequential"]
+    m.to(kael.float64)
+    assert all(p.dtype == kael.float64 and p.requires_grad for p in m.parameters())
+    assert [n for n, _ in m.named_parameters()] == ["0.weight", "0.bias"]
+    assert m(kael.ones(1, 2, dtype=kael.float64)).dtype == kael.float64

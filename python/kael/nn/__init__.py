@@ -104,6 +104,35 @@ class Module:
         """This module and every descendant."""
         return [m for _, m in self.named_modules()]
 
+    def named_children(self):
+        """The direct submodules with their names."""
+        return list(self._modules.items())
+
+    def apply(self, fn):
+        """Calls ``fn`` on every submodule (children first) and on this
+        module, as PyTorch's ``apply`` (e.g. a custom initialisation);
+        returns this module."""
+        for child in self._modules.values():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args, **kwargs):
+        """Moves and/or converts every parameter and buffer (``to(device)``,
+        ``to(dtype)``, ``to(device, dtype)``, as ``Tensor.to``). Parameters
+        become new leaves that require grad, registered under the same
+        names: build the optimizer after ``to``, as in PyTorch."""
+        for m in self.modules():
+            for name, p in list(m._parameters.items()):
+                moved = p.to(*args, **kwargs)
+                if moved is not p:
+                    setattr(m, name, Parameter(moved.detach(), p.requires_grad))
+            for name, b in list(m._buffers.items()):
+                if b is not None:
+                    m._buffers[name] = b.to(*args, **kwargs)
+                    object.__setattr__(m, name, m._buffers[name])
+        return self
+
     def _named_tensors(self, kind):
         out = []
         for path, m in self.named_modules():
