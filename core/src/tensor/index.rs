@@ -78,17 +78,13 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
-        const OP: &str = "cat";
         // NOTE [Type promotion]: inputs of different dtypes are converted
-        let promoted = Tensor::promoted_list(tensors)?;
-        let converted: Vec<&Tensor>;
-        let tensors: &[&Tensor] = match &promoted {
-            Some(v) => {
-                converted = v.iter().collect();
-                &converted
-            }
-            None => tensors,
-        };
+        Tensor::with_common_dtype("cat", tensors, |t| Tensor::cat_same(t, dim))
+    }
+
+    /// [`Tensor::cat`] of tensors of one dtype.
+    fn cat_same(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
+        const OP: &str = "cat";
         let Some(first) = tensors.first() else {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -177,17 +173,13 @@ impl Tensor {
     /// # Ok::<(), kael_core::Error>(())
     /// ```
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
-        const OP: &str = "stack";
         // NOTE [Type promotion]: inputs of different dtypes are converted
-        let promoted = Tensor::promoted_list(tensors)?;
-        let converted: Vec<&Tensor>;
-        let tensors: &[&Tensor] = match &promoted {
-            Some(v) => {
-                converted = v.iter().collect();
-                &converted
-            }
-            None => tensors,
-        };
+        Tensor::with_common_dtype("stack", tensors, |t| Tensor::stack_same(t, dim))
+    }
+
+    /// [`Tensor::stack`] of tensors of one dtype.
+    fn stack_same(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
+        const OP: &str = "stack";
         let Some(first) = tensors.first() else {
             return Err(Error::InvalidArgument {
                 op: OP,

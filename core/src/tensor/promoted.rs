@@ -157,31 +157,37 @@ impl Tensor {
         self.number_operand(op, n)
     }
 
-    /// `tensors` converted to their common dtype (`cat`, `stack`), or
-    /// `None` when they already share one.
-    pub(crate) fn promoted_list(tensors: &[&Tensor]) -> Result<Option<alloc::vec::Vec<Tensor>>> {
+    /// `f` of `tensors`, converted first to their common dtype when they
+    /// differ (`cat`, `stack`; NOTE [Type promotion]).
+    pub(crate) fn with_common_dtype<R>(
+        op: &'static str,
+        tensors: &[&Tensor],
+        f: impl FnOnce(&[&Tensor]) -> Result<R>,
+    ) -> Result<R> {
         let Some(first) = tensors.first() else {
-            return Ok(None);
+            return f(tensors);
         };
         if tensors.iter().all(|t| t.dtype() == first.dtype()) {
-            return Ok(None);
+            return f(tensors);
         }
-        promote::require("cat")?;
+        promote::require(op)?;
         let mut r = promote::ResultType::default();
         for t in tensors {
             // cat and stack promote all inputs as tensors (PyTorch).
             r.tensor(t.dtype(), 1);
         }
         let dtype = r.dtype().unwrap_or(first.dtype());
-        let mut out = alloc::vec::Vec::new();
-        out.try_reserve_exact(tensors.len())
+        let mut converted = alloc::vec::Vec::new();
+        converted
+            .try_reserve_exact(tensors.len())
             .map_err(|_| Error::OutOfMemory {
                 requested: tensors.len() * core::mem::size_of::<Tensor>(),
                 available: None,
             })?;
         for t in tensors {
-            out.push(t.to_dtype(dtype)?);
+            converted.push(t.to_dtype(dtype)?);
         }
-        Ok(Some(out))
+        let refs: alloc::vec::Vec<&Tensor> = converted.iter().collect();
+        f(&refs)
     }
 }
