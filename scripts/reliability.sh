@@ -188,16 +188,19 @@ miri_tier() {
     # with their 8x8 AVX blocks; the vector math's feature dispatch (NOTE
     # [Vector math]), layer norm's rows, the elementwise loops at the
     # vector width (NOTE [Loops at the vector width]) and the fused softmax
-    # backward's rows (NOTE [Softmax backward rows]). Miri reports no CPU
+    # backward's rows (NOTE [Softmax backward rows]), the one-pass Adam's
+    # chunks and vector-width loops and the pooled gather/scatter-add's
+    # per-row writes. Miri reports no CPU
     # features by itself: AVX2 and FMA are enabled, so the unsafe calls
     # into the feature-compiled loops (and the AVX tiles) are taken. The
     # pool-based tests cannot run under Miri; matmul calls into `gemm`,
     # checked against the reference by the conformance suite.
     RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-feature=+avx2,+fma" \
-        run cargo "+$NIGHTLY" miri test -p kael-host --lib -- \
+        run cargo "+$NIGHTLY" miri test -p kael-host --lib --features "$SOFT_FLOATS" -- \
         cpu_threaded::alloc cpu_threaded::pool cpu_threaded::affinity cpu_threaded::tiles \
         cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values \
-        cpu_threaded::norm cpu_threaded::elementwise::tests cpu_threaded::softmax || ok=0
+        cpu_threaded::norm cpu_threaded::elementwise::tests cpu_threaded::softmax \
+        cpu_threaded::adam cpu_threaded::index || ok=0
     # kael-py's DLPack pointer work (export, import, deleters), kept in
     # plain Rust (python/src/dlpack.rs) so Miri can run it: it cannot run
     # the CPython calls around it (those are exercised by the pytest suite).
@@ -207,7 +210,7 @@ miri_tier() {
     else
         echo "SKIPPED miri kael-py dlpack: no python3, which pyo3's build needs"
     fi
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host (with AVX2+FMA): cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::affinity, cpu_threaded::tiles, cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::elementwise, cpu_threaded::softmax, kael-py: dlpack"
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host (with AVX2+FMA): cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::affinity, cpu_threaded::tiles, cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::elementwise, cpu_threaded::softmax, cpu_threaded::adam, cpu_threaded::index, kael-py: dlpack"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

@@ -934,8 +934,12 @@ fn a_batch_norm_training_step_replays_with_its_counter_as_i64_state() -> Result<
 /// numpy and PyTorch in `nn.rs`, `nn_functional.rs` and the parity suite).
 fn composing_device() -> kael_core::Device {
     use kael_core::cpu::{CpuBackend, dtypes, ops};
-    const WITHOUT: u128 =
-        ops::ALL & !Family::Im2col.bits() & !Family::MaxPool2d.bits() & !Family::Depthwise2d.bits();
+    const WITHOUT: u128 = ops::ALL
+        & !Family::Im2col.bits()
+        & !Family::MaxPool2d.bits()
+        & !Family::Depthwise2d.bits()
+        & !Family::Conv2d.bits()
+        & !Family::BatchNorm.bits();
     let be = CpuBackend::<{ dtypes::ALL }, WITHOUT>::with_allocator(
         kael_core::shared::Shared::new(kael_core::allocator::GlobalAllocator::new()),
     );
@@ -1106,6 +1110,243 @@ fn depthwise_convolutions_by_kernel_match_their_composed_path_on_random_geometri
         }
     }
     assert!(compared >= 60, "only {compared} comparisons");
+    Ok(())
+}
+
+/// The `conv2d` family (dense and grouped) against the composed path
+/// (the whole batch's windows and a product), forward and both gradients,
+/// with and without bias, on random geometries (stride, padding,
+/// dilation, groups, sizes), contiguous and transposed inputs, and output
+/// gradients that are contiguous or transposed (the threaded backend's
+/// products take contiguous operands, the others its shared path).
+#[test]
+fn convolutions_by_the_conv2d_kernel_match_their_composed_path_on_random_geometries() -> Result<()>
+{
+    let threaded = kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .parallel_threshold(1)
+        .build()?;
+    let reference = composing_device();
+    let mut r = Rng::new(11);
+    let mut pick = |n: u64| (r.next_u64() % n) as usize;
+    let mut compared = 0;
+    for case in 0..48 {
+        let groups = 1 + pick(3);
+        let (mut n, c, o) = (1 + pick(3), groups * (1 + pick(3)), groups * (1 + pick(3)));
+        if case % 5 == 4 {
+            // Enough small images per thread's share that the threaded
+            // forward multiplies several images' columns at once.
+            n = 17 + pick(8);
+        }
+        let (h, w) = (2 + pick(7), 2 + pick(7));
+        let mut k = [1 + pick(3), 1 + pick(3)];
+        let mut s = [1 + pick(2), 1 + pick(3)];
+        let d = [1 + pick(2), 1 + pick(2)];
+        let mut p = [pick(3), pick(3)];
+        if case % 3 == 2 {
+            // A "same" convolution at stride 1: whole column rows as one
+            // run (NOTE [Swept columns]).
+            k = [1 + 2 * pick(2), 1 + 2 * pick(2)];
+            s = [1, 1];
+            p = [(k[0] - 1) * d[0] / 2, (k[1] - 1) * d[1] / 2];
+        }
+        let (bias, transposed, strided_grad) = (case % 2 == 0, case % 3 == 0, case % 4 == 1);
+        let mut rng = Rng::new(300 + case);
+        let xv = Tensor::randn(&[n, c, h, w], DType::F32, &reference, &mut rng)?.to_vec::<f32>()?;
+        let ws = [o, c / groups, k[0], k[1]];
+        let wv = Tensor::randn(&ws, DType::F32, &reference, &mut rng)?.to_vec::<f32>()?;
+        let bv = Tensor::randn(&[o], DType::F32, &reference, &mut rng)?.to_vec::<f32>()?;
+        let run = |dev: &kael_core::Device| -> Result<Option<[Vec<f32>; 4]>> {
+            let x = Tensor::from_slice(&xv, &[n, c, h, w], dev)?.requires_grad_(true)?;
+            let wt = Tensor::from_slice(&wv, &ws, dev)?.requires_grad_(true)?;
+            let b = Tensor::from_slice(&bv, &[o], dev)?.requires_grad_(true)?;
+            let xin = if transposed {
+                x.transpose(2, 3)?.contiguous()?.transpose(2, 3)?
+            } else {
+                x.clone()
+            };
+            let y = match conv2d(&xin, &wt, bias.then_some(&b), s, p, d, groups) {
+                Ok(y) => y,
+                Err(_) => return Ok(None), // a geometry both refuse
+            };
+            // (Through a transpose, the output's gradient reaches the
+            // kernel as a transposed view.)
+            let yl = if strided_grad {
+                y.transpose(2, 3)?
+            } else {
+                y.clone()
+            };
+            yl.sqr()?.mul_scalar(0.5)?.sum_all()?.backward()?;
+            Ok(Some([
+                y.to_vec::<f32>()?,
+                grad(&x)?.to_vec::<f32>()?,
+                grad(&wt)?.to_vec::<f32>()?,
+                if bias {
+                    grad(&b)?.to_vec::<f32>()?
+                } else {
+                    vec![]
+                },
+            ]))
+        };
+        let want = run(&reference)?;
+        for dev in [kael_core::Device::cpu(), threaded.clone()] {
+            match (run(&dev)?, &want) {
+                (Some(g), Some(e)) => {
+                    for (i, what) in ["y", "dx", "dw", "db"].iter().enumerate() {
+                        close(&g[i], &e[i], &format!("case {case}: {what}"));
+                    }
+                    compared += 1;
+                }
+                (None, None) => {}
+                _ => panic!("case {case}: one path refused the geometry, the other did not"),
+            }
+        }
+    }
+    assert!(compared >= 60, "only {compared} comparisons");
+    Ok(())
+}
+
+/// Batch norm through the `batch_norm` family (NOTE [Batch norm in four
+/// passes]) against its composed path: outputs, the three gradients and
+/// the running statistics, training (momentum or cumulative) and
+/// evaluation, with and without affine parameters, ranks 2 to 4,
+/// contiguous and transposed inputs, on random sizes; and the second
+/// derivative (`create_graph`) through the recomputed formula.
+#[test]
+fn batch_norm_by_kernel_matches_its_composed_path() -> Result<()> {
+    use kael_core::nn::functional::batch_norm;
+    let threaded = kael_host::cpu_threaded::Builder::new()
+        .threads(2)
+        .parallel_threshold(1)
+        .build()?;
+    let reference = composing_device();
+    let mut r = Rng::new(21);
+    let mut pick = |n: u64| (r.next_u64() % n) as usize;
+    for case in 0..36 {
+        let rank = 2 + case % 3;
+        let mut shape = vec![2 + pick(3), 1 + pick(4)];
+        for _ in 2..rank {
+            shape.push(1 + pick(5));
+        }
+        let c = shape[1];
+        let (affine, training, transposed) =
+            (case % 2 == 0, case % 5 != 4, case % 3 == 0 && rank == 4);
+        let mut rng = Rng::new(500 + case as u64);
+        let xv = Tensor::randn(&shape, DType::F32, &reference, &mut rng)?
+            .mul_scalar(2.0)?
+            .add_scalar(3.0)? // (a mean far from zero)
+            .to_vec::<f32>()?;
+        let vecs: Vec<Vec<f32>> = (0..4)
+            .map(|i| {
+                let t = Tensor::randn(&[c], DType::F32, &reference, &mut rng)?;
+                if i == 3 {
+                    t.abs()?.add_scalar(0.5)?.to_vec()
+                } else {
+                    t.to_vec()
+                }
+            })
+            .collect::<Result<_>>()?;
+        let run = |dev: &kael_core::Device| -> Result<Vec<Vec<f32>>> {
+            let x = Tensor::from_slice(&xv, &shape, dev)?.requires_grad_(true)?;
+            let w = Tensor::from_slice(&vecs[0], &[c], dev)?.requires_grad_(true)?;
+            let b = Tensor::from_slice(&vecs[1], &[c], dev)?.requires_grad_(true)?;
+            let rm = Tensor::from_slice(&vecs[2], &[c], dev)?;
+            let rv = Tensor::from_slice(&vecs[3], &[c], dev)?;
+            let xin = if transposed {
+                x.transpose(2, 3)?.contiguous()?.transpose(2, 3)?
+            } else {
+                x.clone()
+            };
+            let y = batch_norm(
+                &xin,
+                Some(&rm),
+                Some(&rv),
+                affine.then_some(&w),
+                affine.then_some(&b),
+                training,
+                0.1,
+                1e-5,
+            )?;
+            // A weighting, so that the gradient is not a constant.
+            let wts = Tensor::arange(0.0f32, y.numel() as f32, dev)?
+                .reshape(y.shape())?
+                .mul_scalar(0.01)?
+                .sin()?;
+            y.mul(&wts)?.sum_all()?.backward()?;
+            let mut out = vec![y.to_vec::<f32>()?, grad(&x)?.to_vec::<f32>()?];
+            if affine {
+                out.push(grad(&w)?.to_vec::<f32>()?);
+                out.push(grad(&b)?.to_vec::<f32>()?);
+            }
+            out.push(rm.to_vec::<f32>()?);
+            out.push(rv.to_vec::<f32>()?);
+            Ok(out)
+        };
+        let want = run(&reference)?;
+        for dev in [kael_core::Device::cpu(), threaded.clone()] {
+            for (i, (g, e)) in run(&dev)?.iter().zip(&want).enumerate() {
+                close(
+                    g,
+                    e,
+                    &format!("case {case} ({shape:?}, training {training}): output {i}"),
+                );
+            }
+        }
+    }
+    // Second order: d/dx of Σ (∂/∂x Σ y·t)² through the fused node equals
+    // the composed path's.
+    let second = |dev: &kael_core::Device| -> Result<Vec<f32>> {
+        let mut rng = Rng::new(9);
+        let xv = Tensor::randn(&[3, 2, 4], DType::F32, &reference, &mut rng)?.to_vec::<f32>()?;
+        let x = Tensor::from_slice(&xv, &[3, 2, 4], dev)?.requires_grad_(true)?;
+        let t = Tensor::arange(0.0f32, 24.0, dev)?
+            .reshape(&[3, 2, 4])?
+            .cos()?;
+        let y = batch_norm(&x, None, None, None, None, true, 0.1, 1e-5)?;
+        let opts = kael_core::autograd::BackwardOptions {
+            create_graph: true,
+            ..Default::default()
+        };
+        let gx = kael_core::autograd::grad(&[&y.mul(&t)?.sum_all()?], &[&x], &[None], opts)?;
+        let gx = gx[0].clone().ok_or(kael_core::Error::Autograd {
+            op: "test",
+            reason: "no grad",
+        })?;
+        gx.sqr()?.sum_all()?.backward()?;
+        grad(&x)?.to_vec::<f32>()
+    };
+    close(
+        &second(&kael_core::Device::cpu())?,
+        &second(&reference)?,
+        "second order",
+    );
+    Ok(())
+}
+
+/// A data tensor needs no gradient, and the first convolution computes
+/// none: its `conv2d` node runs only the weight's gradient step.
+#[test]
+fn a_convolution_of_data_computes_only_the_weight_gradient() -> Result<()> {
+    let dev = kael_core::Device::cpu();
+    let mut rng = Rng::new(5);
+    let x = Tensor::randn(&[2, 3, 5, 5], DType::F32, &dev, &mut rng)?;
+    let w = Tensor::randn(&[4, 3, 3, 3], DType::F32, &dev, &mut rng)?;
+    let tracer = Tracer::new(Accumulation::F64);
+    let tdev = tracer.device();
+    let mut counts = vec![];
+    for data in [true, false] {
+        let xt = x.to_device(&tdev)?.requires_grad_(!data)?;
+        let wt = w.to_device(&tdev)?.requires_grad_(true)?;
+        let (_, rec) = tracer.record(|| {
+            conv2d(&xt, &wt, None, [1, 1], [1, 1], [1, 1], 1)?
+                .sqr()?
+                .sum_all()?
+                .backward()
+        })?;
+        counts.push(rec.kernel_names().filter(|&k| k == "conv2d").count());
+    }
+    // Forward and the weight's gradient; and the input's when it is wanted.
+    assert_eq!(counts, [2, 3]);
     Ok(())
 }
 

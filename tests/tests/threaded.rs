@@ -357,6 +357,43 @@ fn in_place_add_of_a_tensor_to_itself_doubles_it() {
     assert_eq!(a.to_vec::<f32>().unwrap(), want);
 }
 
+/// NOTE [Elementwise in the output's order]: an output that is a
+/// transposed (permuted) view runs on the pool, with the same values as
+/// the reference, for every kind of second operand and for unary ops.
+#[test]
+fn elementwise_ops_into_a_transposed_view_run_in_parallel_and_match_the_reference() {
+    let (be, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(19);
+    let base = Tensor::randn(&[300, 200], DType::F32, &cpu, &mut rng).unwrap();
+    let other = Tensor::randn(&[200, 300], DType::F32, &cpu, &mut rng).unwrap();
+    let seconds = [
+        ("contiguous", other.clone()),
+        (
+            "transposed",
+            other.t().unwrap().contiguous().unwrap().t().unwrap(),
+        ),
+        (
+            "row broadcast",
+            other.narrow(0, 0, 1).unwrap().expand(&[200, 300]).unwrap(),
+        ),
+    ];
+    for (name, b) in seconds {
+        let want = base.t().unwrap().sub(&b).unwrap().exp().unwrap();
+        let p = base.deep_clone().unwrap().to_device(&dev).unwrap();
+        let view = p.t().unwrap();
+        let before = be.parallel_dispatches();
+        view.sub_(&b.to_device(&dev).unwrap()).unwrap();
+        view.exp_().unwrap();
+        assert!(
+            be.parallel_dispatches() >= before + 2,
+            "{name}: ran on the pool"
+        );
+        let got = view.to_vec::<f32>().unwrap();
+        assert_close(&got, &want.to_vec::<f32>().unwrap(), 1e-6);
+    }
+}
+
 #[test]
 fn in_place_mul_through_a_transposed_view_matches_the_reference() {
     let (_, dev) = backend(2, 1);
@@ -962,4 +999,83 @@ fn a_small_in_place_add_reads_its_own_output() {
     let v = a.slice(0, 1, 3, 1).unwrap();
     v.mul_(&v.deep_clone().unwrap()).unwrap();
     assert_eq!(a.to_vec::<f32>().unwrap(), vec![11.0, 484.0, 1089.0, 44.0]);
+}
+
+/// `gather` and `scatter_add` on the pool (rows of the index split across
+/// threads) equal the reference: 2-D and 3-D, every `dim` a gather takes
+/// and the non-leading ones a scatter-add splits, a transposed source,
+/// f32 and f64, repeated indices (a row's sums keep the reference's
+/// order, so the results are bit-identical); an index out of range is the
+/// reference's error with nothing written.
+#[test]
+fn gather_and_scatter_add_on_the_pool_equal_the_reference() {
+    let (be, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(23);
+    for (shape, dim) in [
+        (vec![37, 50], 1usize),
+        (vec![37, 50], 0),
+        (vec![6, 9, 11], 2),
+        (vec![6, 9, 11], 1),
+        (vec![6, 9, 11], 0),
+    ] {
+        for dtype in [DType::F32, DType::F64] {
+            let src = Tensor::randn(&shape, dtype, &cpu, &mut rng).unwrap();
+            let srcs = [
+                src.clone(),
+                src.transpose(0, 1)
+                    .unwrap()
+                    .contiguous()
+                    .unwrap()
+                    .transpose(0, 1)
+                    .unwrap(),
+            ];
+            let mut ishape = shape.clone();
+            ishape[dim] = 7;
+            let n: usize = ishape.iter().product();
+            let ix: Vec<i64> = (0..n).map(|i| (i * 31 % shape[dim]) as i64).collect();
+            let ix = Tensor::from_slice(&ix, &ishape, &cpu).unwrap();
+            for s in &srcs {
+                let want = s.gather(dim as isize, &ix).unwrap();
+                let before = be.parallel_dispatches();
+                let got = s
+                    .to_device(&dev)
+                    .unwrap()
+                    .gather(dim as isize, &ix.to_device(&dev).unwrap())
+                    .unwrap();
+                assert!(
+                    be.parallel_dispatches() > before,
+                    "{shape:?} dim {dim}: on the pool"
+                );
+                assert_eq!(
+                    got.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(),
+                    want.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap()
+                );
+                // scatter_add of the gathered values back (repeated indices).
+                let want = s.scatter_add(dim as isize, &ix, &want).unwrap();
+                let got = s
+                    .to_device(&dev)
+                    .unwrap()
+                    .scatter_add(dim as isize, &ix.to_device(&dev).unwrap(), &got)
+                    .unwrap();
+                assert_eq!(
+                    got.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(),
+                    want.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(),
+                    "{shape:?} dim {dim} {dtype:?}"
+                );
+            }
+        }
+    }
+    // A bad index: the reference's error, the output untouched.
+    let x = Tensor::randn(&[40, 50], DType::F32, &dev, &mut rng).unwrap();
+    let bad: Vec<i64> = (0..40 * 8).map(|i| if i == 200 { 50 } else { 3 }).collect();
+    let bad = Tensor::from_slice(&bad, &[40, 8], &dev).unwrap();
+    assert!(matches!(
+        x.gather(1, &bad),
+        Err(kael_core::Error::IndexOutOfRange { .. })
+    ));
+    let copy = x.to_vec::<f32>().unwrap();
+    let vals = Tensor::ones(&[40, 8], DType::F32, &dev).unwrap();
+    assert!(x.scatter_add(1, &bad, &vals).is_err());
+    assert_eq!(x.to_vec::<f32>().unwrap(), copy);
 }

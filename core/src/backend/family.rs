@@ -298,6 +298,26 @@ families! {
         name: "depthwise_conv2d", bits: 1 << 123, plan: [27, 28, 29], kind: Fused,
         kernel: crate::kernels::depthwise::Depthwise2d, grad: [1]
     }
+    /// A dense or grouped convolution and its two gradients, one image's
+    /// columns at a time (`kernels::conv`); without it `conv2d` takes
+    /// `im2col`'s windows of the whole batch and a product.
+    Conv2d {
+        name: "conv2d", bits: 1 << 122, plan: [30, 31, 32], kind: Fused,
+        kernel: crate::kernels::conv::Conv2d, grad: [1]
+    }
+    /// Batch normalisation's passes over the activations: per-channel sums
+    /// and affine maps (`kernels::batch_norm`); without it `batch_norm`
+    /// is composed of broadcasts and reductions.
+    BatchNorm {
+        name: "batch_norm", bits: 1 << 121, plan: [33, 34, 35, 36], kind: Fused,
+        kernel: crate::kernels::batch_norm::BatchNorm
+    }
+    /// One Adam or AdamW update of an f32 parameter in one pass
+    /// (`kernels::adam`); without it the optimizers compose the update.
+    Adam {
+        name: "adam", bits: 1 << 120, plan: [37], kind: Fused,
+        kernel: crate::kernels::adam::Adam
+    }
     /// Integers plus a constant (`kernels::count`): how a plan carries an
     /// integer counter (a batch norm's `num_batches_tracked`).
     AddInt {
@@ -322,16 +342,16 @@ impl Family {
 }
 
 /// The plan codes of the declared families, as a bit set (codes below
-/// 32, so that the test is one 32-bit shift on a Cortex-M).
-pub(crate) const DECLARED_CODES: u32 = {
-    let mut set = 0u32;
+/// 64: a 64-bit shift and test, a few instructions on a Cortex-M).
+pub(crate) const DECLARED_CODES: u64 = {
+    let mut set = 0u64;
     let mut i = 0;
     while i < Family::ALL.len() {
         if Family::ALL[i].is_declared() {
             let codes = Family::ALL[i].plan_codes();
             let mut c = 0;
             while c < codes.len() {
-                assert!(codes[c] < 32, "a declared family's plan code above 31");
+                assert!(codes[c] < 64, "a declared family's plan code above 63");
                 set |= 1 << codes[c];
                 c += 1;
             }
@@ -343,7 +363,7 @@ pub(crate) const DECLARED_CODES: u32 = {
 
 /// Whether a plan step code is a declared family's.
 pub(crate) const fn is_declared_code(code: u32) -> bool {
-    code < 32 && DECLARED_CODES & (1 << code) != 0
+    code < 64 && DECLARED_CODES & (1 << code) != 0
 }
 
 // The table's bits are disjoint and its plan codes distinct, and none is

@@ -162,6 +162,17 @@ pub mod ops {
         }
         all
     };
+    /// The image families: the convolution, pooling and batch-norm
+    /// kernels (`im2col`, `max_pool2d`, `depthwise_conv2d`, `conv2d`,
+    /// `batch_norm`), about 25 KB of a Cortex-M image. A firmware image of
+    /// dense layers leaves them out (`ops::ALL & !ops::IMAGE`); without
+    /// them, convolutions and pools still run, composed from views and the
+    /// other families.
+    pub const IMAGE: u128 = Family::Im2col.bits()
+        | Family::MaxPool2d.bits()
+        | Family::Depthwise2d.bits()
+        | Family::Conv2d.bits()
+        | Family::BatchNorm.bits();
     /// What the forward pass of a ReLU MLP needs (`softmax(relu(x @ w + b)
     /// ...)`), plus the copy, cast and fill that tensor creation and views
     /// use. OR in more ops (`| ops::EXP | ops::TANH`) for other activations.

@@ -20,6 +20,9 @@
 /// The dtypes the convolution and pooling kernels are built for.
 pub(crate) const KERNEL_DTYPES: u16 = crate::cpu::dtypes::F32;
 
+pub mod adam;
+pub mod batch_norm;
+pub mod conv;
 pub mod count;
 pub mod depthwise;
 mod depthwise_unit;

@@ -367,7 +367,7 @@ fn from_stats(x: &Tensor, stats: &Tensor, k: usize) -> Result<(Tensor, Tensor)> 
 
 /// `[C, 1, …, 1]` (`rank - 1` dims): a per-channel vector shaped to
 /// broadcast over `[N, C, *]`.
-fn per_channel(t: &Tensor, rank: usize) -> Result<Tensor> {
+pub(super) fn per_channel(t: &Tensor, rank: usize) -> Result<Tensor> {
     let mut shape = Dims::from_slice(t.shape())?;
     for _ in 2..rank {
         shape.push(1)?;
@@ -476,47 +476,49 @@ pub(super) fn batch_norm_op(
         }
     };
     let dims: Vec<isize> = (0..rank).filter(|&d| d != 1).map(|d| d as isize).collect();
-    let (centered, var) = if training {
-        let count = input.numel().checked_div(c).unwrap_or(0);
-        if count < 2 {
-            return Err(invalid(
-                op,
-                "training needs more than one value per channel (batch · spatial size ≥ 2); use a larger batch or evaluation mode",
-            ));
-        }
-        let mean = input.mean(&dims, true)?;
-        let centered = input.sub(&mean)?;
-        let var = centered.sqr()?.mean(&dims, true)?;
-        if let Some((rm, rv)) = running {
-            no_grad(|| -> Result<()> {
-                let bessel = count as f64 / (count - 1) as f64;
-                // new · m + old · (1 - m)
-                let blend = |new: Tensor, old: &Tensor| -> Result<Tensor> {
-                    match tracked {
-                        None => new
-                            .mul_scalar(momentum)?
-                            .add(&old.mul_scalar(1.0 - momentum)?),
-                        Some(n) => {
-                            let f = n.to_dtype(old.dtype())?.add_scalar(1.0)?.recip()?;
-                            new.mul(&f)?.add(&old.mul(&f.neg()?.add_scalar(1.0)?)?)
-                        }
-                    }
-                };
-                let new_m = blend(mean.reshape(&[c])?, rm)?;
-                let new_v = blend(var.reshape(&[c])?.mul_scalar(bessel)?, rv)?;
-                rm.copy_(&new_m)?;
-                rv.copy_(&new_v)
-            })?;
-        }
-        (centered, var)
-    } else {
-        let Some((rm, rv)) = running else {
-            return Err(invalid(
-                op,
-                "evaluation mode normalises with running_mean and running_var; pass them, or use training mode",
-            ));
+    let count = input.numel().checked_div(c).unwrap_or(0);
+    if training && count < 2 {
+        return Err(invalid(
+            op,
+            "training needs more than one value per channel (batch · spatial size ≥ 2); use a larger batch or evaluation mode",
+        ));
+    }
+    if !training && running.is_none() {
+        return Err(invalid(
+            op,
+            "evaluation mode normalises with running_mean and running_var; pass them, or use training mode",
+        ));
+    }
+    let by_family =
+        super::batch_norm_kernel::runs(input, &[running_mean, running_var, weight, bias]);
+    if by_family {
+        let bn = super::batch_norm_kernel::Args {
+            running,
+            weight,
+            bias,
+            momentum,
+            tracked,
+            eps,
+            count,
         };
-        (input.sub(&per_channel(rm, rank)?)?, per_channel(rv, rank)?)
+        if let Some(y) = super::batch_norm_kernel::by_family(input, training, &bn)? {
+            return Ok(y);
+        }
+    }
+    let (centered, var) = match running {
+        Some((rm, rv)) if !training => {
+            (input.sub(&per_channel(rm, rank)?)?, per_channel(rv, rank)?)
+        }
+        _ => {
+            let mean = input.mean(&dims, true)?;
+            let centered = input.sub(&mean)?;
+            let var = centered.sqr()?.mean(&dims, true)?;
+            if let Some((rm, rv)) = running {
+                let (m, v) = (mean.reshape(&[c])?, var.reshape(&[c])?);
+                super::batch_norm_kernel::update_running(rm, rv, &m, &v, count, momentum, tracked)?;
+            }
+            (centered, var)
+        }
     };
     let inv_std = var.add_scalar(eps)?.sqrt()?.recip()?;
     let mut y = centered.mul(&inv_std)?;
@@ -774,6 +776,12 @@ fn conv2d_core(
             .reshape(&[o, c])?
             .matmul(&x.reshape(&[n, c, h * wd])?)?
             .reshape(&[n, o, h, wd])?;
+        return match b {
+            Some(b) => y.add(&b.reshape(&[o, 1, 1])?),
+            None => Ok(y),
+        };
+    }
+    if let Some(y) = super::im2col::conv(op, x, w, g.stride, g.padding, g.dilation, groups)? {
         return match b {
             Some(b) => y.add(&b.reshape(&[o, 1, 1])?),
             None => Ok(y),
@@ -1462,6 +1470,24 @@ impl Pool2d {
     ) -> Result<Tensor> {
         let (x, unbatched) = Self::batched(op, input)?;
         input.dtype().require_float(op)?;
+        self.out_size(op, x.shape()[2], x.shape()[3])?;
+        if count_include_pad || self.padding == [0, 0] {
+            // One divisor for every window: a depthwise convolution with
+            // the constant weight 1/(kh·kw), by the device's kernel if it
+            // has one (no windows; its weight needs no gradient).
+            let [kh, kw] = self.kernel;
+            let c = x.shape()[1];
+            let w = Tensor::full(
+                &[c, 1, kh, kw],
+                1.0 / (kh * kw) as f64,
+                x.dtype(),
+                &x.device(),
+            )?;
+            let (s, p) = (self.stride, self.padding);
+            if let Some(y) = super::im2col::depthwise(op, &x, &w, s, p, [1, 1])? {
+                return if unbatched { y.squeeze_dim(0) } else { Ok(y) };
+            }
+        }
         let win = self.windows(op, &x, 0.0)?;
         let y = if count_include_pad || self.padding == [0, 0] {
             win.mean_dim(-1, false)?

@@ -1,7 +1,7 @@
 //! Convolution and pooling through the device's declared families (NOTE
 //! [Declared families]): windows by `im2col` (whose gradient is its
-//! adjoint `col2im`), max pooling by `max_pool2d` and depthwise
-//! convolutions by `depthwise_conv2d`; `None` where the
+//! adjoint `col2im`), max pooling by `max_pool2d`, depthwise
+//! convolutions by `depthwise_conv2d` and the others by `conv2d`; `None` where the
 //! device lacks the family, and the caller composes the op instead.
 
 use crate::backend::{Family, Provenance};
@@ -75,21 +75,61 @@ pub(super) fn depthwise(
     padding: [usize; 2],
     dilation: [usize; 2],
 ) -> Result<Option<Tensor>> {
-    let (s, k) = (x.shape(), w.shape());
     if !runs(x, Family::Depthwise2d) || w.dtype() != DType::F32 {
         return Ok(None);
     }
-    let g = Geometry {
+    let g = conv_geometry(x, w, stride, padding, dilation);
+    Tensor::declared(Family::Depthwise2d, 0, &g.words(op)?, &[x, w])
+        .map(Some)
+        .map_err(|e| e.renamed(op))
+}
+
+/// A dense or grouped convolution of batched `x [N, C, H, W]` with `w [O,
+/// C/groups, KH, KW]` through the device's `conv2d` family (both
+/// gradients are the family's), or `None` on a device without it. The
+/// caller has checked the geometry and the channel counts.
+pub(super) fn conv(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<Option<Tensor>> {
+    if !runs(x, Family::Conv2d) || w.dtype() != DType::F32 {
+        return Ok(None);
+    }
+    let g = conv_geometry(x, w, stride, padding, dilation);
+    let mut words = [0u32; 12];
+    words[..11].copy_from_slice(&g.words(op)?);
+    words[11] = u32::try_from(groups).map_err(|_| crate::error::Error::InvalidArgument {
+        op,
+        reason: "groups is above 2^32 - 1; use fewer groups",
+    })?;
+    Tensor::declared(Family::Conv2d, 0, &words, &[x, w])
+        .map(Some)
+        .map_err(|e| e.renamed(op))
+}
+
+/// The geometry of a convolution of `x [N, C, H, W]` by `w [O, C/g, KH,
+/// KW]` (zero padding).
+fn conv_geometry(
+    x: &Tensor,
+    w: &Tensor,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+) -> Geometry {
+    let (s, k) = (x.shape(), w.shape());
+    Geometry {
         kernel: [k[2], k[3]],
         stride,
         padding,
         dilation,
         image: [s[2], s[3]],
         fill: 0.0,
-    };
-    Tensor::declared(Family::Depthwise2d, 0, &g.words(op)?, &[x, w])
-        .map(Some)
-        .map_err(|e| e.renamed(op))
+    }
 }
 
 /// `family`'s first step on `x` with geometry `g`, errors named as `op`;

@@ -39,6 +39,7 @@
 
 mod activation;
 mod attention;
+mod batch_norm_kernel;
 mod conv;
 mod dropout;
 mod embedding;

@@ -168,6 +168,12 @@ impl AdamCore {
                 let Some(mut g) = grad_on_device(p)? else {
                     continue;
                 };
+                if let Some((decrement, moments)) = self.fused(i, p, &g)? {
+                    check_commit(self.step_op, p, &decrement)?;
+                    decrements.push((i, decrement));
+                    new_state.push((i, moments));
+                    continue;
+                }
                 if c.weight_decay != 0.0 && !self.decoupled {
                     g = g.add(&p.mul_scalar(c.weight_decay)?)?;
                 }
@@ -204,6 +210,55 @@ impl AdamCore {
             }
             Ok(())
         })
+    }
+
+    /// Parameter `i`'s decrement and new moments by the device's `adam`
+    /// family (NOTE [One-pass Adam]): f32 parameter, gradient and
+    /// moments; `None` where it does not apply (the composed update runs,
+    /// with the same values).
+    fn fused(&self, i: usize, p: &Tensor, g: &Tensor) -> Result<Option<(Tensor, Moments)>> {
+        use crate::DType;
+        use crate::backend::{Family, Provenance};
+        use crate::kernels::adam::Hyper;
+        let prov = p.device().backend().provenance(Family::Adam);
+        let state = self.state[i].as_ref();
+        let f32s = p.dtype() == DType::F32
+            && g.dtype() == DType::F32
+            && state.is_none_or(|s| s.m.dtype() == DType::F32 && s.v.dtype() == DType::F32);
+        if !matches!(prov, Provenance::Own | Provenance::Inherited(_)) || !f32s {
+            return Ok(None);
+        }
+        let t = state.map_or(1, |s| s.step + 1);
+        let (b1, b2) = self.cfg.betas;
+        let h = Hyper {
+            lr: self.cfg.lr,
+            beta1: b1,
+            beta2: b2,
+            eps: self.cfg.eps,
+            weight_decay: self.cfg.weight_decay,
+            bias_correction1: 1.0 - powi(b1, t),
+            bias_correction2: 1.0 - powi(b2, t),
+            decoupled: self.decoupled,
+            first: state.is_none(),
+        };
+        // (On the first step the moments are not read: the gradient
+        // stands in for them.)
+        let (m, v) = match state {
+            Some(s) => (on_device_of(&s.m, p)?, on_device_of(&s.v, p)?),
+            None => (g.clone(), g.clone()),
+        };
+        let outs = Tensor::declared_outputs(Family::Adam, 0, &h.words(), &[p, g, &m, &v])
+            .map_err(|e| e.renamed(self.step_op))?;
+        let [d, mv] = <[Tensor; 2]>::try_from(outs).map_err(|_| Error::Autograd {
+            op: self.step_op,
+            reason: "internal: the adam family returned another output count; please report this",
+        })?;
+        let moments = Moments {
+            step: t,
+            m: mv.select(0, 0)?,
+            v: mv.select(0, 1)?,
+        };
+        Ok(Some((d, moments)))
     }
 
     fn moments(&self, i: usize) -> Option<(&Tensor, &Tensor, u64)> {

@@ -351,6 +351,12 @@ impl Recording {
     pub fn is_empty(&self) -> bool {
         self.calls.is_empty()
     }
+
+    /// The operation each recorded kernel call runs, in order (the names
+    /// `Plan::build`'s refusals use): what a step costs, call by call.
+    pub fn kernel_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.calls.iter().map(|c| c.kernel.name())
+    }
 }
 
 /// The backend of a tracing device: the reference CPU kernels, written

@@ -44,39 +44,15 @@ impl Tensor {
         inputs: &[&Tensor],
     ) -> Result<Tensor> {
         let op = family.name();
-        let first = inputs.first().ok_or(Error::InvalidArgument {
-            op,
-            reason: "a kernel family step needs at least one input",
-        })?;
-        if inputs.len() >= MAX_OPERANDS {
-            return Err(Error::InvalidArgument {
-                op,
-                reason: "more inputs than a kernel family takes (5)",
-            });
-        }
-        for t in inputs {
-            first.same_device(op, t)?;
-        }
-        let dev = first.device();
-        let (layouts, storages): (Vec<_>, Vec<_>) =
-            inputs.iter().map(|t| (t.layout(), t.storage())).unzip();
-        let ops: Vec<Operand<'_>> = inputs
-            .iter()
-            .zip(&layouts)
-            .zip(&storages)
-            .map(|((t, l), s)| Operand {
-                layout: l,
-                dtype: t.dtype(),
-                buffer: core::ptr::from_ref::<crate::storage::Storage>(s).addr(),
-            })
-            .collect();
+        let ops = operands(op, inputs)?;
+        let ops: Vec<Operand<'_>> = ops.iter().map(Operand::from_parts).collect();
         let shapes = declared_rows::outputs(family, step, params, &ops)?;
-        let [(shape, dtype)] = shapes.as_slice() else {
+        if shapes.len() != 1 {
             return Err(Error::InvalidArgument {
                 op,
                 reason: "this kernel family step has more than one output; call its tensor op",
             });
-        };
+        }
         let needs = autograd::needs_record(inputs);
         // The gradient the row declares: an adjoint (run on the output's
         // gradient) or a grad step (run on the input and it).
@@ -98,32 +74,7 @@ impl Tensor {
                 reason: "this kernel family declares no gradient for this step; call it under no_grad or detach its inputs",
             });
         }
-        let out = Tensor::alloc_for_overwrite(shape, *dtype, &dev)?;
-        {
-            let srcs: Vec<Src<'_>> = inputs
-                .iter()
-                .zip(&layouts)
-                .zip(&storages)
-                .map(|((t, l), s)| Src {
-                    storage: s,
-                    layout: l,
-                    dtype: t.dtype(),
-                })
-                .collect();
-            let (ol, os) = (out.layout(), out.storage());
-            let dsts = [Src {
-                storage: &os,
-                layout: &ol,
-                dtype: *dtype,
-            }];
-            dev.backend().declared(Call {
-                family,
-                step,
-                params,
-                srcs: &srcs,
-                dsts: &dsts,
-            })?;
-        }
+        let out = run_step(family, step, params, inputs, &shapes)?.remove(0);
         if let (true, Some((gs, with_input))) = (needs, grad) {
             autograd::record(&out, inputs, || {
                 Ok(Rule::Declared {
@@ -139,4 +90,127 @@ impl Tensor {
         }
         Ok(out)
     }
+}
+
+impl Tensor {
+    /// [`Tensor::declared`] for a step with several outputs (no gradient
+    /// is recorded: every input must be outside autograd, or the call
+    /// under `no_grad`).
+    ///
+    /// # Errors
+    /// As [`Tensor::declared`]; [`Error::Autograd`] for an input that
+    /// requires grad outside `no_grad`.
+    pub fn declared_outputs(
+        family: Family,
+        step: usize,
+        params: &[u32],
+        inputs: &[&Tensor],
+    ) -> Result<Vec<Tensor>> {
+        let op = family.name();
+        let ops = operands(op, inputs)?;
+        let ops: Vec<Operand<'_>> = ops.iter().map(Operand::from_parts).collect();
+        let shapes = declared_rows::outputs(family, step, params, &ops)?;
+        if autograd::needs_record(inputs) {
+            return Err(Error::Autograd {
+                op,
+                reason: "this kernel family step records no gradient; call it under no_grad or detach its inputs",
+            });
+        }
+        run_step(family, step, params, inputs, &shapes)
+    }
+}
+
+/// An input's layout, storage and dtype, held for its [`Operand`].
+struct Held {
+    layout: crate::layout::Layout,
+    storage: crate::shared::Shared<crate::storage::Storage>,
+    dtype: crate::dtype::DType,
+}
+
+impl Operand<'_> {
+    fn from_parts(h: &Held) -> Operand<'_> {
+        Operand {
+            layout: &h.layout,
+            dtype: h.dtype,
+            buffer: core::ptr::from_ref::<crate::storage::Storage>(&h.storage).addr(),
+        }
+    }
+}
+
+/// The inputs of a declared call, checked (at least one, at most the
+/// operand limit, one device), with their layouts and storages.
+fn operands(op: &'static str, inputs: &[&Tensor]) -> Result<Vec<Held>> {
+    let first = inputs.first().ok_or(Error::InvalidArgument {
+        op,
+        reason: "a kernel family step needs at least one input",
+    })?;
+    if inputs.len() >= MAX_OPERANDS {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "more inputs than a kernel family takes (5)",
+        });
+    }
+    for t in inputs {
+        first.same_device(op, t)?;
+    }
+    Ok(inputs
+        .iter()
+        .map(|t| Held {
+            layout: t.layout().clone(),
+            storage: t.storage(),
+            dtype: t.dtype(),
+        })
+        .collect())
+}
+
+/// Allocates a step's outputs (`shapes`) and runs it on the device.
+fn run_step(
+    family: Family,
+    step: usize,
+    params: &[u32],
+    inputs: &[&Tensor],
+    shapes: &crate::backend::declared::Shapes,
+) -> Result<Vec<Tensor>> {
+    let Some(first) = inputs.first() else {
+        return Err(Error::InvalidArgument {
+            op: family.name(),
+            reason: "a kernel family step needs at least one input",
+        });
+    };
+    let dev = first.device();
+    let outs = shapes
+        .iter()
+        .map(|(shape, dtype)| Tensor::alloc_for_overwrite(shape, *dtype, &dev))
+        .collect::<Result<Vec<_>>>()?;
+    let (layouts, storages): (Vec<_>, Vec<_>) =
+        inputs.iter().map(|t| (t.layout(), t.storage())).unzip();
+    let srcs: Vec<Src<'_>> = inputs
+        .iter()
+        .zip(&layouts)
+        .zip(&storages)
+        .map(|((t, l), s)| Src {
+            storage: s,
+            layout: l,
+            dtype: t.dtype(),
+        })
+        .collect();
+    let (ols, oss): (Vec<_>, Vec<_>) = outs.iter().map(|t| (t.layout(), t.storage())).unzip();
+    let dsts: Vec<Src<'_>> = outs
+        .iter()
+        .zip(&ols)
+        .zip(&oss)
+        .map(|((t, l), s)| Src {
+            storage: s,
+            layout: l,
+            dtype: t.dtype(),
+        })
+        .collect();
+    dev.backend().declared(Call {
+        family,
+        step,
+        params,
+        srcs: &srcs,
+        dsts: &dsts,
+    })?;
+    Ok(outs)
 }

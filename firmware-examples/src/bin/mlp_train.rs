@@ -5,11 +5,13 @@
 //! are spelled out with tensor ops and the SGD step is done here by hand,
 //! under `no_grad`: `p.sub_(&p.grad().mul_scalar(lr))`.
 //!
-//! The device is the reference CPU backend built for f32 only
-//! (`CpuBackend<{ dtypes::F32 }>`, every op, f64 accumulation as on the
-//! host): the same results as `Device::cpu()`, in about half the flash, so
-//! that training fits the micro:bit's 256 KiB too (NOTE [Kernel selection]
-//! in kael-core's `cpu::select`).
+//! The device is the reference CPU backend built for f32 only, with every
+//! op but the image families (`CpuBackend<{ dtypes::F32 }, { ops::ALL &
+//! !ops::IMAGE }>`: no convolution, pooling or batch-norm kernels, which an
+//! MLP does not call; f64 accumulation as on the host): the same results
+//! as `Device::cpu()`, in about half the flash, so that training fits the
+//! micro:bit's 256 KiB too (NOTE [Kernel selection] in kael-core's
+//! `cpu::select`).
 #![no_std]
 #![no_main]
 
@@ -18,7 +20,7 @@ extern crate alloc;
 use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
 use kael_core::allocator::GlobalAllocator;
-use kael_core::cpu::{CpuBackend, dtypes};
+use kael_core::cpu::{CpuBackend, dtypes, ops};
 use kael_core::shared::Shared;
 use kael_core::{DType, Device, Error, Rng, Tensor, no_grad};
 use kael_firmware_examples::{Fx, exit, heap, stack};
@@ -30,9 +32,10 @@ const TARGET_LOSS: f32 = 0.01;
 const MAX_EPOCHS: usize = 400;
 
 fn run() -> Result<bool, Error> {
-    let dev = Device::from_backend(Shared::new(CpuBackend::<{ dtypes::F32 }>::with_allocator(
+    let backend = CpuBackend::<{ dtypes::F32 }, { ops::ALL & !ops::IMAGE }>::with_allocator(
         Shared::new(GlobalAllocator::new()),
-    )));
+    );
+    let dev = Device::from_backend(Shared::new(backend));
     let mut rng = Rng::new(7);
     let x = Tensor::from_slice(&[0.0f32, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], &[4, 2], &dev)?;
     let y = Tensor::from_slice(&[0.0f32, 1.0, 1.0, 0.0], &[4, 1], &dev)?;

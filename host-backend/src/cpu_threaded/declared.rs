@@ -3,9 +3,12 @@
 //! is a batch: `im2col`, `col2im`, the pools, the depthwise convolution)
 //! run as ranges of its batch in parallel, and a summed step (a depthwise
 //! weight's gradient) as ranges into partial outputs added at the end;
-//! every other step runs the reference kernel inline.
+//! every other step runs the reference kernel inline. The `conv2d`
+//! family has products of its own (NOTE [Convolution by image]), and
+//! `adam` a chunked update.
 
 use super::engine::{Par, cast_slice_mut};
+use kael_core::backend::Family;
 use kael_core::backend::declared::{Call, In, Out};
 use kael_core::cpu as reference;
 use kael_core::dtype::DType;
@@ -17,6 +20,14 @@ use std::sync::Mutex;
 type Piece<'a> = Mutex<Option<Vec<&'a mut [u8]>>>;
 
 pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
+    let own = match call.family {
+        Family::Conv2d => super::conv::conv2d(par, call),
+        Family::Adam => super::adam::adam(par, call),
+        _ => None,
+    };
+    if let Some(done) = own {
+        return done;
+    }
     if reference::declared_summed(call.family, call.step) {
         return summed(par, call);
     }

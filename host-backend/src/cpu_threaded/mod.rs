@@ -20,12 +20,15 @@
 //! # Ok::<(), kael_core::Error>(())
 //! ```
 
+mod adam;
 mod affinity;
 mod alloc;
+mod conv;
 mod declared;
 mod elementwise;
 mod engine;
 mod float;
+mod index;
 mod matmul;
 mod norm;
 mod pool;
@@ -239,12 +242,10 @@ impl Backend for ThreadedCpuBackend {
         // NOTE [Family table]: `where`, the index families and argsort
         // call the reference kernels on this backend's storages.
         match family {
-            Family::Where
-            | Family::IndexSelect
-            | Family::Gather
-            | Family::IndexAdd
-            | Family::ScatterAdd
-            | Family::ArgSort => Provenance::Inherited(DeviceKind::Cpu),
+            Family::Where | Family::IndexSelect | Family::IndexAdd | Family::ArgSort => {
+                Provenance::Inherited(DeviceKind::Cpu)
+            }
+            Family::Conv2d | Family::Adam => Provenance::Own,
             f if f.is_declared() => Provenance::Inherited(DeviceKind::Cpu),
             _ => Provenance::Own,
         }
@@ -394,7 +395,7 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        reference::index::gather(src, dim, index, dst)
+        index::gather(&self.par(), src, dim, index, dst)
     }
 
     fn index_add(&self, dst: Dst<'_>, dim: usize, indices: Src<'_>, src: Src<'_>) -> Result<()> {
@@ -402,7 +403,7 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn scatter_add(&self, dst: Dst<'_>, dim: usize, index: Src<'_>, src: Src<'_>) -> Result<()> {
-        reference::index::scatter_add(dst, dim, index, src)
+        index::scatter_add(&self.par(), dst, dim, index, src)
     }
 
     fn argsort(&self, src: Src<'_>, dim: usize, descending: bool, dst: Dst<'_>) -> Result<()> {

@@ -661,8 +661,13 @@ impl Rule {
                         .collect::<Result<Vec<_>>>()?;
                     let mut args: Vec<&Tensor> = ins.iter().collect();
                     args.push(g);
+                    // (Only the gradients an edge takes: a network's first
+                    // convolution computes no gradient for its data.)
                     (0..ins.len())
-                        .map(|i| Tensor::declared(*family, *step + i, params, &args).map(Some))
+                        .map(|i| match node.sends_to(i) {
+                            true => Tensor::declared(*family, *step + i, params, &args).map(Some),
+                            false => Ok(None),
+                        })
                         .collect::<Result<Vec<_>>>()?
                 }
             }
