@@ -2,7 +2,10 @@
 `tests/examples/train_steps.rs` times kael's: the same models, shapes, init
 scales, batch, batch-norm settings and Adam.
 
-    python3 scripts/train-steps-torch.py <cnn|dscnn|resnet8> [steps] [threads]
+    python3 scripts/train-steps-torch.py <cnn|dscnn|resnet8> [steps] [threads] [adam]
+
+`adam` picks PyTorch's Adam implementation: `loop` (foreach=False),
+`foreach` or `fused` (default: PyTorch's own default for CPU tensors).
 
 Prints `<model> median <ms> min <ms> peak_rss_growth <MiB>` (the median of
 the steps after two warm-up steps; how far the process's peak resident set
@@ -96,7 +99,9 @@ torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 else 2)
 before, _ = rss_kib()
 fwd, x, classes = build(name)
 y = torch.arange(x.shape[0]) % classes
-opt = torch.optim.Adam(params)
+variant = sys.argv[4] if len(sys.argv) > 4 else "default"
+kw = {"default": {}, "loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[variant]
+opt = torch.optim.Adam(params, **kw)
 ts = []
 for _ in range(steps + 2):
     t = time.perf_counter()

@@ -6,6 +6,7 @@
 //! Run: `cargo run --release -p kael-host --bin kael-bench [-- --quick]`
 //! (`--quick`: fewer repetitions and no n=2048, a CI smoke run).
 
+mod families;
 #[path = "../kael-train/model.rs"]
 mod model;
 mod peers;
@@ -261,8 +262,8 @@ fn main() -> R<()> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     // `--only NAME`: run one section (matmul, memory, softmax, views, mlp,
-    // backward, peers); `--figure NAME`: one figure of `peers` (`products`:
-    // its matmul figures).
+    // backward, peers, families); `--figure NAME`: one figure of `peers`
+    // (`products`: its matmul figures) or of `families`.
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -590,6 +591,16 @@ fn main() -> R<()> {
     }
     if want("peers") {
         peers::run(quick, figure.as_deref())?;
+    }
+    if want("families") {
+        // `--threads T` (families only): the device's and PyTorch's threads.
+        let t = args
+            .iter()
+            .position(|a| a == "--threads")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(threads.min(2));
+        families::run(quick, figure.as_deref(), t)?;
     }
     if tr > 0.0 {
         println!();
