@@ -27,7 +27,9 @@
 //! A step's parameters are `u32` words (sizes, flags, float bits), the
 //! form a plan stores them in; [`Declared::arity`] says how many operands
 //! a step with those words takes, inputs first, and how many of them, at
-//! the end, it writes. Written operands never share memory with any
+//! the end, it writes (whole, or, for a step that
+//! [updates](Declared::updates) them, read first and written in place:
+//! [`Tensor::declared_update`](crate::Tensor::declared_update)). Written operands never share memory with any
 //! other operand (checked before any kernel runs, eager or planned).
 
 use super::contract::Operand;
@@ -54,7 +56,8 @@ pub struct Call<'a> {
     pub params: &'a [u32],
     /// The inputs, in the kernel's order.
     pub srcs: &'a [Src<'a>],
-    /// The outputs (written whole), in the kernel's order.
+    /// The outputs (written whole, or updated in place by a step that
+    /// [updates](Declared::updates) them), in the kernel's order.
     pub dsts: &'a [Dst<'a>],
 }
 
@@ -129,6 +132,15 @@ pub trait Declared {
     fn shared_inputs(step: usize) -> u8 {
         let _ = step;
         0
+    }
+
+    /// Whether `step` reads its outputs before it writes them (an update
+    /// in place: the `adam` family's parameter and moments). The other
+    /// steps write every output element without reading it, so a plan
+    /// need not zero an output buffer before them.
+    fn updates(step: usize) -> bool {
+        let _ = step;
+        false
     }
 
     /// Runs the step on slices. Called only after [`check`] passed for

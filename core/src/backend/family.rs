@@ -164,6 +164,15 @@ macro_rules! families {
                 }
             }
 
+            /// Whether a declared step reads its outputs (an update in place).
+            pub(crate) fn updates(f: Family, step: usize) -> bool {
+                #[allow(unreachable_patterns)]
+                match f {
+                    $($(Family::$id => <$kernel as Declared>::updates(step),)?)*
+                    _ => false,
+                }
+            }
+
             /// Whether a declared step splits along a batch dimension.
             pub(crate) fn batched(f: Family, step: usize) -> bool {
                 #[allow(unreachable_patterns)]

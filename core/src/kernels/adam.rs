@@ -4,11 +4,12 @@
 //! declared family (NOTE [Declared families]) with no gradient.
 //!
 //! NOTE [One-pass Adam]
-//! Step 0 takes `p`, `g`, `m`, `v` (one shape, any layouts) and writes `d`
-//! (the parameter's decrement, its shape) and `mv` (`[2, ..]`: the new
-//! first and second moments), each element computed with the composed
-//! update's operations in its order, each rounded to f32 where a tensor
-//! op rounded it (so the two are bit-identical):
+//! Step 0 takes the gradient `g` and updates, in place, the parameter `p`
+//! and `mv` (`[2, ..]`: the first and second moments `m`, `v`), all of one
+//! shape, any layouts: it reads each element of `p`, `m`, `v` and writes it
+//! back once, computed with the composed update's operations in its order,
+//! each rounded to f32 where a tensor op rounded it (so the two are
+//! bit-identical):
 //!
 //! ```text
 //! g' = g + p·wd                            (Adam's L2 penalty)
@@ -16,12 +17,17 @@
 //! v' = v·β2 + (g'·g')·(1 - β2)
 //! den = f32(f64(√v') · (1/√bc2) + eps)     (`affine`, computed in f64)
 //! d  = (m' / den) · (lr / bc1) [+ p·(lr·wd)  (AdamW's decoupled decay)]
+//! p' = p - d
 //! ```
 //!
 //! On the first step (`first`), `m` and `v` are not read (the composed
-//! update's `0·β + x` is exactly `x`). The optimizer then subtracts `d`
-//! from every parameter only once every update is computed (NOTE [Writers
-//! get in] in `optim`), so a refused step still changes nothing.
+//! update's `0·β + x` is exactly `x`), so `mv` may be uninitialised. The
+//! step reads its outputs ([`Declared::updates`]); it allocates nothing and
+//! holds no decrement, so a step over GPT-2's 124M parameters needs no
+//! memory beyond the moments (PyTorch's fused AdamW does the same). The
+//! optimizer checks everything that could refuse any parameter's update
+//! before the first one runs (NOTE [Writers get in] in `optim`), so a
+//! refused step still changes nothing.
 
 use super::KERNEL_DTYPES;
 use crate::backend::contract::Operand;
@@ -146,7 +152,7 @@ impl Update {
         }
     }
 
-    /// `(d, m', v')` of one element (NOTE [One-pass Adam]).
+    /// `(p', m', v')` of one element (NOTE [One-pass Adam]).
     #[inline(always)]
     pub fn at(&self, p: f32, g: f32, m: f32, v: f32) -> (f32, f32, f32) {
         self.at_with(libm::sqrtf, p, g, m, v)
@@ -181,14 +187,14 @@ impl Update {
             Some(c) => d + p * c,
             None => d,
         };
-        (d, m, v)
+        (p - d, m, v)
     }
 
-    /// The update over slices of one length: `d`, `m'`, `v'` from `p`,
-    /// `g`, `m`, `v` (on the first step `m` and `v` are not read and may be
-    /// empty).
-    pub fn slices(&self, ins: [&[f32]; 4], d: &mut [f32], mo: &mut [f32], vo: &mut [f32]) {
-        self.slices_with(libm::sqrtf, ins, d, mo, vo);
+    /// The update over slices of one length, in place: `p`, `m`, `v`
+    /// from themselves and `g` (on the first step `m` and `v` are not
+    /// read).
+    pub fn slices(&self, g: &[f32], p: &mut [f32], m: &mut [f32], v: &mut [f32]) {
+        self.slices_with(libm::sqrtf, g, p, m, v);
     }
 
     /// [`Update::slices`] with the square root given (as [`Update::at_with`]).
@@ -196,47 +202,43 @@ impl Update {
     pub fn slices_with(
         &self,
         sqrt: impl Fn(f32) -> f32 + Copy,
-        [p, g, m, v]: [&[f32]; 4],
-        d: &mut [f32],
-        mo: &mut [f32],
-        vo: &mut [f32],
+        g: &[f32],
+        p: &mut [f32],
+        m: &mut [f32],
+        v: &mut [f32],
     ) {
         if self.first {
-            for ((((d, mo), vo), &p), &g) in d.iter_mut().zip(mo).zip(vo).zip(p).zip(g) {
-                (*d, *mo, *vo) = self.at_with(sqrt, p, g, 0.0, 0.0);
+            for (((p, m), v), &g) in p.iter_mut().zip(m).zip(v).zip(g) {
+                (*p, *m, *v) = self.at_with(sqrt, *p, g, 0.0, 0.0);
             }
             return;
         }
-        let it = d.iter_mut().zip(mo).zip(vo).zip(p).zip(g).zip(m).zip(v);
-        for ((((((d, mo), vo), &p), &g), &m), &v) in it {
-            (*d, *mo, *vo) = self.at_with(sqrt, p, g, m, v);
+        for (((p, m), v), &g) in p.iter_mut().zip(m).zip(v).zip(g) {
+            (*p, *m, *v) = self.at_with(sqrt, *p, g, *m, *v);
         }
     }
 }
 
 impl Declared for Adam {
     fn arity(step: usize, params: &[u32]) -> Option<(usize, usize)> {
-        (step == 0 && params.len() == WORDS).then_some((4, 2))
+        (step == 0 && params.len() == WORDS).then_some((1, 2))
+    }
+
+    fn updates(_step: usize) -> bool {
+        true
     }
 
     fn outputs(_step: usize, params: &[u32], ins: &[Operand<'_>]) -> Result<Shapes> {
         Hyper::of(params).ok_or(invalid("malformed parameters"))?;
-        let p = ins.first().ok_or(invalid("missing inputs"))?;
-        if p.dtype != DType::F32 {
+        let g = ins.first().ok_or(invalid("missing inputs"))?;
+        if g.dtype != DType::F32 {
             return Err(Error::UnsupportedDType {
                 op: OP,
-                dtype: p.dtype,
+                dtype: g.dtype,
                 supported: "f32 (other dtypes take the composed update)",
             });
         }
-        for o in &ins[1..] {
-            if o.layout.shape() != p.layout.shape() || o.dtype != p.dtype {
-                return Err(invalid(
-                    "the parameter, its gradient and its moments must have one shape and dtype",
-                ));
-            }
-        }
-        let shape = p.layout.shape().as_slice();
+        let shape = g.layout.shape().as_slice();
         let mut both = Dims::from_slice(&[2])?;
         for &d in shape {
             both.push(d)?;
@@ -260,28 +262,23 @@ impl Declared for Adam {
         }
         let h = Hyper::of(params).ok_or(invalid("malformed parameters"))?;
         let u = Update::of(&h);
-        let [p, g, m, v] = ins else {
+        let [g] = ins else {
             return Err(invalid("missing operands"));
         };
-        let [d, mv] = outs else {
+        let [p, mv] = outs else {
             return Err(invalid("missing operands"));
         };
-        let (mo, vo) = (mv.layout.select(0, 0)?, mv.layout.select(0, 1)?);
-        let (ps, gs) = (typed::<f32>(p.bytes)?, typed::<f32>(g.bytes)?);
-        let (ms, vs) = (typed::<f32>(m.bytes)?, typed::<f32>(v.bytes)?);
-        let ds = typed_mut::<f32>(d.bytes)?;
+        let (ml, vl) = (mv.layout.select(0, 0)?, mv.layout.select(0, 1)?);
+        let gs = typed::<f32>(g.bytes)?;
+        let ps = typed_mut::<f32>(p.bytes)?;
         let mvs = typed_mut::<f32>(mv.bytes)?;
-        let ls = [p.layout, g.layout, m.layout, v.layout, d.layout, &mo, &vo];
-        walk(ls, |[ip, ig, im, iv, id, imo, ivo]| {
+        walk([g.layout, p.layout, &ml, &vl], |[ig, ip, im, iv]| {
             let (mm, vv) = if u.first {
                 (0.0, 0.0)
             } else {
-                (ms[im], vs[iv])
+                (mvs[im], mvs[iv])
             };
-            let (dd, m2, v2) = u.at(ps[ip], gs[ig], mm, vv);
-            ds[id] = dd;
-            mvs[imo] = m2;
-            mvs[ivo] = v2;
+            (ps[ip], mvs[im], mvs[iv]) = u.at(ps[ip], gs[ig], mm, vv);
         });
         Ok(())
     }

@@ -1,8 +1,8 @@
 //! Adam and AdamW.
 
 use super::{
-    Optimizer, check_commit, check_lr, check_non_negative, check_params, commit, grad_on_device,
-    on_device_of, state,
+    Optimizer, check_commit, check_lr, check_non_negative, check_param_writable, check_params,
+    commit_writes, grad_on_device, on_device_of, state,
 };
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
@@ -74,6 +74,18 @@ struct Moments {
     step: u64,
     m: Tensor,
     v: Tensor,
+    /// `[2, ..]`, whose two halves `m` and `v` are, where the one-pass
+    /// update keeps them (it updates this in place at every step).
+    both: Option<Tensor>,
+}
+
+/// One parameter's update by the `adam` family, staged: its gradient, its
+/// moments' tensor (updated in place) and the step's words.
+struct InPlace {
+    i: usize,
+    g: Tensor,
+    both: Tensor,
+    words: [u32; crate::kernels::adam::WORDS],
 }
 
 /// What Adam and AdamW share; `decoupled` picks AdamW's weight decay.
@@ -119,6 +131,7 @@ impl AdamCore {
                     step: state::step_count(op, step)?,
                     m: state::like_param(op, m, p)?,
                     v: state::like_param(op, v, p)?,
+                    both: None,
                 }),
                 _ => {
                     return Err(Error::InvalidArgument {
@@ -163,14 +176,14 @@ impl AdamCore {
         let (b1, b2) = c.betas;
         no_grad(|| {
             let mut decrements = Vec::with_capacity(self.params.len());
+            let mut updates = Vec::new();
             let mut new_state = Vec::with_capacity(self.params.len());
             for (i, p) in self.params.iter().enumerate() {
                 let Some(mut g) = grad_on_device(p)? else {
                     continue;
                 };
-                if let Some((decrement, moments)) = self.fused(i, p, &g)? {
-                    check_commit(self.step_op, p, &decrement)?;
-                    decrements.push((i, decrement));
+                if let Some((update, moments)) = self.in_place(i, p, &g)? {
+                    updates.push(update);
                     new_state.push((i, moments));
                     continue;
                 }
@@ -200,11 +213,40 @@ impl AdamCore {
                 }
                 check_commit(self.step_op, p, &decrement)?;
                 decrements.push((i, decrement));
-                new_state.push((i, Moments { step: t, m, v }));
+                new_state.push((
+                    i,
+                    Moments {
+                        step: t,
+                        m,
+                        v,
+                        both: None,
+                    },
+                ));
             }
             // Everything else that can fail has run; the commit probes every
-            // parameter's borrow before its first write (NOTE [Writers get in]).
-            commit(self.step_op, &self.params, &decrements)?;
+            // tensor it writes before its first write (NOTE [Writers get in]).
+            let params = &self.params;
+            let mut targets: Vec<&Tensor> = decrements.iter().map(|(i, _)| &params[*i]).collect();
+            for u in &updates {
+                targets.push(&params[u.i]);
+                targets.push(&u.both);
+            }
+            commit_writes(self.step_op, &targets, || {
+                for u in &updates {
+                    Tensor::declared_update(
+                        crate::backend::Family::Adam,
+                        0,
+                        &u.words,
+                        &[&u.g],
+                        &[&params[u.i], &u.both],
+                    )
+                    .map_err(|e| e.renamed(self.step_op))?;
+                }
+                for (i, d) in &decrements {
+                    params[*i].sub_(d)?;
+                }
+                Ok(())
+            })?;
             for (i, s) in new_state {
                 self.state[i] = Some(s);
             }
@@ -212,11 +254,15 @@ impl AdamCore {
         })
     }
 
-    /// Parameter `i`'s decrement and new moments by the device's `adam`
-    /// family (NOTE [One-pass Adam]): f32 parameter, gradient and
-    /// moments; `None` where it does not apply (the composed update runs,
-    /// with the same values).
-    fn fused(&self, i: usize, p: &Tensor, g: &Tensor) -> Result<Option<(Tensor, Moments)>> {
+    /// Parameter `i`'s update by the device's `adam` family (NOTE
+    /// [One-pass Adam]), staged, with its moments after it: f32
+    /// parameter, gradient and moments; `None` where it does not apply
+    /// (the composed update runs, with the same values). Everything that
+    /// could refuse the update is checked here, before any parameter is
+    /// written: the parameter is writable, the gradient has its shape and
+    /// shares no memory with any parameter (whose update, in place, would
+    /// change it before it is read) or the moments.
+    fn in_place(&self, i: usize, p: &Tensor, g: &Tensor) -> Result<Option<(InPlace, Moments)>> {
         use crate::DType;
         use crate::backend::{Family, Provenance};
         use crate::kernels::adam::Hyper;
@@ -225,9 +271,31 @@ impl AdamCore {
         let f32s = p.dtype() == DType::F32
             && g.dtype() == DType::F32
             && state.is_none_or(|s| s.m.dtype() == DType::F32 && s.v.dtype() == DType::F32);
-        if !matches!(prov, Provenance::Own | Provenance::Inherited(_)) || !f32s {
+        let applies = matches!(prov, Provenance::Own | Provenance::Inherited(_))
+            && f32s
+            && g.shape() == p.shape()
+            && !self.params.iter().any(|q| g.shares_storage(q));
+        if !applies {
             return Ok(None);
         }
+        check_param_writable(self.step_op, p)?;
+        let dev = p.device();
+        // The moments' tensor: the one the last step updated, else a new
+        // one (their values stacked; on the first step, not read).
+        let kept = state
+            .and_then(|s| s.both.as_ref())
+            .filter(|b| b.device() == dev && !b.shares_storage(g) && !b.shares_storage(p));
+        let both = match (kept, state) {
+            (Some(b), _) => b.clone(),
+            (None, Some(s)) => {
+                Tensor::stack(&[&on_device_of(&s.m, p)?, &on_device_of(&s.v, p)?], 0)?
+            }
+            (None, None) => {
+                let mut shape = alloc::vec![2];
+                shape.extend_from_slice(p.shape());
+                Tensor::alloc_for_overwrite(&shape, DType::F32, &dev)?
+            }
+        };
         let t = state.map_or(1, |s| s.step + 1);
         let (b1, b2) = self.cfg.betas;
         let h = Hyper {
@@ -241,24 +309,19 @@ impl AdamCore {
             decoupled: self.decoupled,
             first: state.is_none(),
         };
-        // (On the first step the moments are not read: the gradient
-        // stands in for them.)
-        let (m, v) = match state {
-            Some(s) => (on_device_of(&s.m, p)?, on_device_of(&s.v, p)?),
-            None => (g.clone(), g.clone()),
-        };
-        let outs = Tensor::declared_outputs(Family::Adam, 0, &h.words(), &[p, g, &m, &v])
-            .map_err(|e| e.renamed(self.step_op))?;
-        let [d, mv] = <[Tensor; 2]>::try_from(outs).map_err(|_| Error::Autograd {
-            op: self.step_op,
-            reason: "internal: the adam family returned another output count; please report this",
-        })?;
         let moments = Moments {
             step: t,
-            m: mv.select(0, 0)?,
-            v: mv.select(0, 1)?,
+            m: both.select(0, 0)?,
+            v: both.select(0, 1)?,
+            both: Some(both.clone()),
         };
-        Ok(Some((d, moments)))
+        let update = InPlace {
+            i,
+            g: g.clone(),
+            both,
+            words: h.words(),
+        };
+        Ok(Some((update, moments)))
     }
 
     fn moments(&self, i: usize) -> Option<(&Tensor, &Tensor, u64)> {
@@ -343,7 +406,9 @@ macro_rules! adam_api {
             }
 
             /// First moment, second moment and step count of parameter
-            /// `i`, after its first step.
+            /// `i`, after its first step. Where the update runs in place
+            /// (NOTE [Optimizer updates], item 5) later steps write these
+            /// tensors; `deep_clone()` them to keep a step's values.
             pub fn moments(&self, i: usize) -> Option<(&Tensor, &Tensor, u64)> {
                 self.0.moments(i)
             }

@@ -39,6 +39,16 @@
 //!    failing with `BorrowConflict`; only a guard held for longer than the
 //!    bounded wait (`shared::WRITER_PATIENCE` rounds) makes it fail, and
 //!    then before its first write.
+//! 5. Adam and AdamW on a device with the `adam` family (f32 parameters)
+//!    stage no decrement and no new state: the first phase checks what
+//!    could refuse each parameter's update (writable, a gradient of its
+//!    shape sharing memory with no parameter) and allocates only missing
+//!    moments; the commit then updates each parameter and its moments in
+//!    place, one pass each (NOTE [One-pass Adam]). A step after the first
+//!    allocates nothing, so the moments are the only memory the optimizer
+//!    holds, as with PyTorch's fused AdamW. The moments are updated in
+//!    place: a tensor from `moments()` follows them (as PyTorch's
+//!    `state[p]["exp_avg"]` does); `state_dict()` copies.
 
 mod adam;
 mod clip;
@@ -188,18 +198,7 @@ pub(crate) fn on_device_of(state: &Tensor, p: &Tensor) -> Result<Tensor> {
 /// Each error names the optimizer's `step` and says how to fix the
 /// parameter or its gradient.
 pub(crate) fn check_commit(op: &'static str, p: &Tensor, d: &Tensor) -> Result<()> {
-    if p.layout().has_internal_overlap() {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "a parameter maps several positions to one element (e.g. made by expand), so it cannot be updated in place; pass a deep_clone() of it as the parameter",
-        });
-    }
-    if p.storage().is_read_only() {
-        return Err(Error::InvalidArgument {
-            op,
-            reason: "a parameter's storage is external and read-only (e.g. a memory-mapped checkpoint); pass a deep_clone() of it as the parameter",
-        });
-    }
+    check_param_writable(op, p)?;
     if d.dtype() != p.dtype() {
         return Err(Error::DTypeMismatch {
             op,
@@ -218,6 +217,24 @@ pub(crate) fn check_commit(op: &'static str, p: &Tensor, d: &Tensor) -> Result<(
     Ok(())
 }
 
+/// The part of [`check_commit`] about the parameter alone: it can be
+/// written in place (not expanded, not read-only external storage).
+pub(crate) fn check_param_writable(op: &'static str, p: &Tensor) -> Result<()> {
+    if p.layout().has_internal_overlap() {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "a parameter maps several positions to one element (e.g. made by expand), so it cannot be updated in place; pass a deep_clone() of it as the parameter",
+        });
+    }
+    if p.storage().is_read_only() {
+        return Err(Error::InvalidArgument {
+            op,
+            reason: "a parameter's storage is external and read-only (e.g. a memory-mapped checkpoint); pass a deep_clone() of it as the parameter",
+        });
+    }
+    Ok(())
+}
+
 /// Subtracts staged decrements from their parameters (phase 2 of NOTE
 /// [Optimizer updates]). Every pair must have passed [`check_commit`]
 /// first, which makes each `sub_` infallible.
@@ -226,24 +243,39 @@ pub(crate) fn commit(
     params: &[Tensor],
     decrements: &[(usize, Tensor)],
 ) -> Result<()> {
-    // Writers announced on every parameter from before the probes to the
+    let targets: Vec<&Tensor> = decrements.iter().map(|(i, _)| &params[*i]).collect();
+    commit_writes(op, &targets, || {
+        for (i, d) in decrements {
+            params[*i].sub_(d)?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `write`, which writes `targets` in place and nothing else, and
+/// every write of which was checked before (phase 2 of NOTE [Optimizer
+/// updates]): with a writer announced on every target from before the
+/// probes to the last write, and every target's borrow probed first.
+pub(crate) fn commit_writes(
+    op: &'static str,
+    targets: &[&Tensor],
+    write: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    // Writers announced on every target from before the probes to the
     // last write (NOTE [Writers get in]): readers on other threads hold
     // back, so none slips in between a probe and its write.
-    let _intents: Vec<crate::storage::WriteIntent> = decrements
+    let _intents: Vec<crate::storage::WriteIntent> = targets
         .iter()
-        .map(|(i, _)| crate::storage::WriteIntent::new(params[*i].storage()))
+        .map(|t| crate::storage::WriteIntent::new(t.storage()))
         .collect();
-    // A guard held on a parameter's bytes (a `Storage::read`/`write` not
+    // A guard held on a target's bytes (a `Storage::read`/`write` not
     // dropped, here or on another thread past the bounded wait) would make
     // its write fail: probe every one before the first write.
-    for (i, _) in decrements {
-        let storage = params[*i].storage();
+    for t in targets {
+        let storage = t.storage();
         if storage.device().is_host_memory() {
             drop(storage.write(op)?);
         }
     }
-    for (i, d) in decrements {
-        params[*i].sub_(d)?;
-    }
-    Ok(())
+    write()
 }

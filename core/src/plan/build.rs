@@ -203,7 +203,8 @@ impl Plan {
                         && o.layout.is_contiguous()
                         && o.layout.offset() == 0
                         && o.layout.numel().checked_mul(o.dtype.size_in_bytes()) == Some(b.nbytes)
-                        && !matches!(c.kernel, Kernel::Write(..));
+                        && !matches!(c.kernel, Kernel::Write(..))
+                        && !matches!(&c.kernel, Kernel::Declared(f, s, ..) if declared_rows::updates(*f, *s));
                     if !full_overwrite {
                         steps.push(Planned {
                             kernel: kernel::ZERO,

@@ -120,6 +120,78 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// Runs step `step` of a declared family that
+    /// [updates](crate::backend::declared::Declared::updates) its outputs
+    /// in place: `outputs` are read and written, `inputs` only read (the
+    /// `adam` family's step: the gradient in, the parameter and its
+    /// moments updated). Records no gradient; bumps each output's storage
+    /// version once.
+    ///
+    /// # Errors
+    /// As [`Tensor::declared_outputs`]; [`Error::InvalidArgument`] for a
+    /// step that writes its outputs whole (call `declared`), an output
+    /// that shares storage with another operand (the contract), or an
+    /// output that maps several positions to one element or is read-only.
+    /// Nothing is written when the call is refused.
+    pub fn declared_update(
+        family: Family,
+        step: usize,
+        params: &[u32],
+        inputs: &[&Tensor],
+        outputs: &[&Tensor],
+    ) -> Result<()> {
+        let op = family.name();
+        if !declared_rows::updates(family, step) {
+            return Err(Error::InvalidArgument {
+                op,
+                reason: "this kernel family step writes its outputs whole; call Tensor::declared",
+            });
+        }
+        let all: Vec<&Tensor> = inputs.iter().chain(outputs).copied().collect();
+        if autograd::needs_record(&all) {
+            return Err(Error::Autograd {
+                op,
+                reason: "a kernel family step that updates tensors in place records no gradient; call it under no_grad",
+            });
+        }
+        for o in outputs {
+            o.check_writable(op)?;
+        }
+        // (at least one operand, within the count, on one device)
+        operands(op, &all)?;
+        let first = all.first().map(|t| t.device());
+        let (layouts, storages): (Vec<_>, Vec<_>) =
+            all.iter().map(|t| (t.layout(), t.storage())).unzip();
+        let ops: Vec<Src<'_>> = all
+            .iter()
+            .zip(&layouts)
+            .zip(&storages)
+            .map(|((t, l), s)| Src {
+                storage: s,
+                layout: l,
+                dtype: t.dtype(),
+            })
+            .collect();
+        let (srcs, dsts) = ops.split_at(inputs.len());
+        let dev = first.ok_or(Error::InvalidArgument {
+            op,
+            reason: "a kernel family step needs at least one input",
+        })?;
+        dev.backend().declared(Call {
+            family,
+            step,
+            params,
+            srcs,
+            dsts,
+        })?;
+        for o in outputs {
+            o.storage().bump_version();
+        }
+        Ok(())
+    }
+}
+
 /// An input's layout, storage and dtype, held for its [`Operand`].
 struct Held {
     layout: crate::layout::Layout,

@@ -1,26 +1,27 @@
 //! The `adam` family (NOTE [One-pass Adam] in `kael_core::kernels::adam`)
-//! on the threaded backend: the update cut into chunks of the outputs
-//! across the pool, each chunk the reference kernel's slice loop
+//! on the threaded backend: the update in place, cut into chunks of the
+//! moments across the pool, each chunk the reference kernel's slice loop
 //! ([`Update::slices`], at the CPU's vector width), so the values are the
 //! reference's bit for bit.
-//! The gradient, the moments and the outputs must be contiguous (they are
-//! the optimizer's own tensors); a strided parameter (GPT-2's transposed
-//! Conv1D weights) is gathered a block at a time. Anything else runs the
-//! shared declared path.
+//! The gradient and the moments must be contiguous (the optimizer's own
+//! tensors); a strided parameter (GPT-2's transposed Conv1D weights) is
+//! read and written back a block at a time through its offsets. Anything
+//! else runs the shared declared path.
 
-use super::engine::{BLOCK, Par, cast_slice, cast_slice_mut, gather};
+use super::engine::{BLOCK, Par, cast_slice, cast_slice_mut};
 use kael_core::backend::declared::Call;
 use kael_core::cpu as reference;
 use kael_core::dtype::DType;
 use kael_core::kernels::adam::{Hyper, Update};
+use kael_core::layout::Layout;
 use kael_core::{Error, Result};
 
 /// The update on the pool, or `None` where this path does not apply.
 pub(super) fn adam(par: &Par<'_>, call: Call<'_>) -> Option<Result<()>> {
-    let [p, g, m, v] = call.srcs else {
+    let [g] = call.srcs else {
         return None;
     };
-    let [d, mv] = call.dsts else {
+    let [p, mv] = call.dsts else {
         return None;
     };
     let f32s = call
@@ -28,8 +29,8 @@ pub(super) fn adam(par: &Par<'_>, call: Call<'_>) -> Option<Result<()>> {
         .iter()
         .chain(call.dsts)
         .all(|o| o.dtype == DType::F32);
-    let dense = [g, m, v, d, mv].iter().all(|o| o.layout.is_contiguous());
-    if !f32s || !dense {
+    let dense = [g, mv].iter().all(|o| o.layout.is_contiguous());
+    if !f32s || !dense || p.layout.has_internal_overlap() {
         return None;
     }
     Some((|| {
@@ -37,67 +38,73 @@ pub(super) fn adam(par: &Par<'_>, call: Call<'_>) -> Option<Result<()>> {
         let h = Hyper::of(call.params).ok_or_else(|| bad("malformed parameters"))?;
         let u = Update::of(&h);
         let op = call.family.name();
-        let n = d.layout.numel();
-        let span = |l: &kael_core::layout::Layout| l.offset()..l.offset() + n;
-        let (gp, gg) = (p.storage.read(op)?, g.storage.read(op)?);
-        let (gm, gv) = (m.storage.read(op)?, v.storage.read(op)?);
-        let ps = cast_slice::<f32>(gp.bytes())?;
+        let n = g.layout.numel();
+        let span = |l: &Layout| l.offset()..l.offset() + n;
+        let gg = g.storage.read(op)?;
         let gs = slice(cast_slice::<f32>(gg.bytes())?, span(g.layout))?;
-        let ms = slice(cast_slice::<f32>(gm.bytes())?, span(m.layout))?;
-        let vs = slice(cast_slice::<f32>(gv.bytes())?, span(v.layout))?;
-        let mut gd = d.storage.write(op)?;
+        let mut gp = p.storage.write(op)?;
         let mut gmv = mv.storage.write(op)?;
-        let ds = cast_slice_mut::<f32>(gd.bytes_mut())?
-            .get_mut(span(d.layout))
-            .ok_or_else(|| bad("the output runs past its storage"))?;
-        let off = mv.layout.offset();
-        let (mo, vo) = cast_slice_mut::<f32>(gmv.bytes_mut())?
-            .get_mut(off..off + 2 * n)
-            .ok_or_else(|| bad("the output runs past its storage"))?
-            .split_at_mut(n);
-        let p_flat = p.layout.is_contiguous().then(|| span(p.layout));
-        if let Some(r) = &p_flat
-            && ps.get(r.clone()).is_none()
-        {
+        let ps = cast_slice_mut::<f32>(gp.bytes_mut())?;
+        if p.layout.reach() > ps.len() {
             return Err(bad("the parameter runs past its storage"));
         }
-        // Chunks of `d`, with the same ranges of the moments' outputs.
-        let mo_ptr = Shared(mo.as_mut_ptr());
-        let vo_ptr = Shared(vo.as_mut_ptr());
-        par.bandwidth_bound().for_chunks(ds, |start, dc| {
-            let len = dc.len();
-            // SAFETY: `mo` and `vo` are `n`-element slices borrowed for the
-            // whole call; `for_chunks` hands each call a disjoint range
-            // `start..start + len` of `d`, and these are the same ranges
-            // of `mo` and `vo`, so no element is written by two threads.
-            let (mc, vc) = unsafe {
-                (
-                    core::slice::from_raw_parts_mut(mo_ptr.get().add(start), len),
-                    core::slice::from_raw_parts_mut(vo_ptr.get().add(start), len),
-                )
-            };
-            let range = start..start + len;
-            let (g, m, v) = (&gs[range.clone()], &ms[range.clone()], &vs[range.clone()]);
-            match &p_flat {
-                Some(r) => {
-                    let pc = &ps[r.start + start..r.start + start + len];
-                    slices(&u, [pc, g, m, v], dc, mc, vc);
+        let off = mv.layout.offset();
+        let (ms, vs) = cast_slice_mut::<f32>(gmv.bytes_mut())?
+            .get_mut(off..off + 2 * n)
+            .ok_or_else(|| bad("the moments run past their storage"))?
+            .split_at_mut(n);
+        let p_flat = p.layout.is_contiguous().then(|| p.layout.offset());
+        // Chunks of `m`, with the same ranges of `v`, `g` and `p`.
+        let v_ptr = Shared(vs.as_mut_ptr());
+        let p_ptr = Shared(ps.as_mut_ptr());
+        par.bandwidth_bound().for_chunks(ms, |start, mc| {
+            let len = mc.len();
+            // SAFETY: `v` is an `n`-element slice borrowed for the whole
+            // call; `for_chunks` hands each call a disjoint range
+            // `start..start + len` of `m`, and this is the same range of
+            // `v`, so no element is written by two threads.
+            let vc = unsafe { core::slice::from_raw_parts_mut(v_ptr.get().add(start), len) };
+            let gc = &gs[start..start + len];
+            match p_flat {
+                Some(at) => {
+                    // SAFETY: the parameter's elements `at..at + n` lie in
+                    // its storage (its reach was checked) and this chunk
+                    // touches `at + start..at + start + len` only: disjoint
+                    // from every other chunk's.
+                    let pc = unsafe {
+                        core::slice::from_raw_parts_mut(p_ptr.get().add(at + start), len)
+                    };
+                    slices(&u, gc, pc, mc, vc);
                 }
                 None => {
-                    // A strided parameter: BLOCK elements at a time.
+                    // A strided parameter: BLOCK elements at a time, read
+                    // and written back through their offsets.
                     let mut buf = [0.0f32; BLOCK];
+                    let mut offs = [0usize; BLOCK];
                     let mut at = 0;
                     while at < len {
                         let k = BLOCK.min(len - at);
-                        gather(ps, p.layout, start + at, &mut buf[..k]);
+                        offsets(p.layout, start + at, &mut offs[..k]);
+                        for (b, &o) in buf.iter_mut().zip(&offs[..k]) {
+                            // SAFETY: `o` is the offset of one of this
+                            // chunk's positions: below the parameter's
+                            // reach (checked), and, the layout not
+                            // overlapping itself (checked), an element no
+                            // other chunk reads or writes.
+                            *b = unsafe { p_ptr.get().add(o).read() };
+                        }
                         let r = at..at + k;
                         slices(
                             &u,
-                            [&buf[..k], &g[r.clone()], &m[r.clone()], &v[r.clone()]],
-                            &mut dc[r.clone()],
+                            &gc[r.clone()],
+                            &mut buf[..k],
                             &mut mc[r.clone()],
-                            &mut vc[r.clone()],
+                            &mut vc[r],
                         );
+                        for (&b, &o) in buf.iter().zip(&offs[..k]) {
+                            // SAFETY: as for the read above.
+                            unsafe { p_ptr.get().add(o).write(b) };
+                        }
                         at += k;
                     }
                 }
@@ -107,38 +114,66 @@ pub(super) fn adam(par: &Par<'_>, call: Call<'_>) -> Option<Result<()>> {
     })())
 }
 
+/// The storage offsets of `layout`'s positions `start..start + out.len()`
+/// (row-major), into `out`.
+fn offsets(layout: &Layout, start: usize, out: &mut [usize]) {
+    let (shape, strides) = (layout.shape(), layout.strides());
+    let rank = shape.len();
+    let mut idx = [0usize; kael_core::MAX_RANK];
+    let mut rest = start;
+    for d in (0..rank).rev() {
+        idx[d] = rest % shape[d];
+        rest /= shape[d];
+    }
+    let mut o = layout.offset() + (0..rank).map(|d| idx[d] * strides[d]).sum::<usize>();
+    for slot in out {
+        *slot = o;
+        // The next position: the last dim steps, carrying into the ones
+        // before it.
+        for d in (0..rank).rev() {
+            idx[d] += 1;
+            o += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            o -= shape[d] * strides[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 /// [`Update::slices`] at the widest vector width this CPU runs, with the
 /// hardware's square root (correctly rounded, as the reference's).
-fn slices(u: &Update, ins: [&[f32]; 4], d: &mut [f32], mo: &mut [f32], vo: &mut [f32]) {
+fn slices(u: &Update, g: &[f32], p: &mut [f32], m: &mut [f32], v: &mut [f32]) {
     match super::vmath::isa() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `isa()` found AVX-512F on this CPU.
-        super::vmath::Isa::Avx512 => unsafe { slices_avx512(u, ins, d, mo, vo) },
+        super::vmath::Isa::Avx512 => unsafe { slices_avx512(u, g, p, m, v) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `isa()` found AVX2 on this CPU.
-        super::vmath::Isa::Avx2 => unsafe { slices_avx2(u, ins, d, mo, vo) },
-        _ => u.slices_with(f32::sqrt, ins, d, mo, vo),
+        super::vmath::Isa::Avx2 => unsafe { slices_avx2(u, g, p, m, v) },
+        _ => u.slices_with(f32::sqrt, g, p, m, v),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn slices_avx512(u: &Update, ins: [&[f32]; 4], d: &mut [f32], mo: &mut [f32], vo: &mut [f32]) {
-    u.slices_with(f32::sqrt, ins, d, mo, vo);
+fn slices_avx512(u: &Update, g: &[f32], p: &mut [f32], m: &mut [f32], v: &mut [f32]) {
+    u.slices_with(f32::sqrt, g, p, m, v);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn slices_avx2(u: &Update, ins: [&[f32]; 4], d: &mut [f32], mo: &mut [f32], vo: &mut [f32]) {
-    u.slices_with(f32::sqrt, ins, d, mo, vo);
+fn slices_avx2(u: &Update, g: &[f32], p: &mut [f32], m: &mut [f32], v: &mut [f32]) {
+    u.slices_with(f32::sqrt, g, p, m, v);
 }
 
 /// A base pointer shared by the chunks that write disjoint ranges of it.
 #[derive(Clone, Copy)]
 struct Shared(*mut f32);
 
-// SAFETY: only dereferenced inside `adam`'s chunks, which receive disjoint
-// ranges, within the borrow of the output's write guard.
+// SAFETY: only dereferenced inside `adam`'s chunks, which touch disjoint
+// elements, within the borrow of the outputs' write guards.
 unsafe impl Send for Shared {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Shared {}
@@ -195,15 +230,88 @@ mod tests {
             };
             let u = Update::of(&h);
             let run = |wide: bool| {
-                let (mut d, mut mo, mut vo) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+                let (mut p, mut m, mut v) = (p.clone(), m.clone(), v.clone());
                 if wide {
-                    slices(&u, [&p, &g, &m, &v], &mut d, &mut mo, &mut vo);
+                    slices(&u, &g, &mut p, &mut m, &mut v);
                 } else {
-                    u.slices([&p, &g, &m, &v], &mut d, &mut mo, &mut vo);
+                    u.slices(&g, &mut p, &mut m, &mut v);
                 }
-                [d, mo, vo].map(|x| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+                [p, m, v].map(|x| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
             };
             assert_eq!(run(true), run(false), "first {first}");
         }
+    }
+
+    /// The pool's in-place update (raw per-chunk writes of the moments,
+    /// and of a transposed parameter through its offsets) on a two-thread
+    /// device equals the reference device's, bit for bit, first step and
+    /// later, for a contiguous and a transposed parameter.
+    #[test]
+    fn the_pooled_update_in_place_equals_the_reference() {
+        use kael_core::backend::Family;
+        use kael_core::{DType, Device, Tensor};
+        fn ok<T>(r: Result<T>) -> T {
+            r.unwrap_or_else(|e| panic!("{e}"))
+        }
+        let dev = ok(crate::cpu_threaded::Builder::new()
+            .threads(2)
+            .parallel_threshold(1)
+            .build());
+        let cpu = Device::cpu();
+        let (r, c) = (7, 5);
+        let vals = |k: usize| -> Vec<f32> {
+            (0..r * c)
+                .map(|i| ((i * 7 + k) % 11) as f32 * 0.1 - 0.4)
+                .collect()
+        };
+        let run = |d: &Device, transposed: bool| -> Vec<u32> {
+            let p = if transposed {
+                let t = ok(Tensor::from_slice(&vals(1), &[c, r], d));
+                ok(t.t())
+            } else {
+                ok(Tensor::from_slice(&vals(1), &[r, c], d))
+            };
+            let mv = ok(Tensor::zeros(&[2, r, c], DType::F32, d));
+            for (k, first) in [(2, true), (3, false)] {
+                let g = ok(Tensor::from_slice(&vals(k), &[r, c], d));
+                let h = Hyper {
+                    lr: 0.01,
+                    beta1: 0.9,
+                    beta2: 0.999,
+                    eps: 1e-8,
+                    weight_decay: 0.1,
+                    bias_correction1: 0.1,
+                    bias_correction2: 0.001,
+                    decoupled: true,
+                    first,
+                };
+                ok(Tensor::declared_update(
+                    Family::Adam,
+                    0,
+                    &h.words(),
+                    &[&g],
+                    &[&p, &mv],
+                ));
+            }
+            let mut out = ok(p.to_vec::<f32>());
+            out.extend(ok(mv.to_vec::<f32>()));
+            out.iter().map(|v| v.to_bits()).collect()
+        };
+        for transposed in [false, true] {
+            assert_eq!(
+                run(&dev, transposed),
+                run(&cpu, transposed),
+                "transposed {transposed}"
+            );
+        }
+    }
+
+    /// `offsets` lists a transposed layout's positions from any start.
+    #[test]
+    fn offsets_follow_the_layout_row_major() {
+        let l = Layout::new(&[3, 2], &[1, 3], 4).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = [0usize; 4];
+        offsets(&l, 1, &mut out);
+        assert_eq!(out, [7, 5, 8, 6]);
     }
 }
