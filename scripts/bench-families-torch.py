@@ -85,10 +85,15 @@ def forms(name, bwd):
     raise SystemExit(f"bench-families-torch.py: unknown figure {name!r}")
 
 
-def adamw(reps):
+def adamw(reps, transposed=False):
     best = None
     for kw in ({"foreach": False}, {"foreach": True}, {"fused": True}):
-        params = [torch.randn(1250, 1000, requires_grad=True) for _ in range(8)]
+        if transposed:
+            # leaves with transposed strides; their gradients take the
+            # same strides (PyTorch's gradient layout contract)
+            params = [torch.randn(1000, 1250).t().requires_grad_() for _ in range(8)]
+        else:
+            params = [torch.randn(1250, 1000, requires_grad=True) for _ in range(8)]
         for p in params:
             p.sum().backward()
         opt = torch.optim.AdamW(params, **kw)
@@ -101,6 +106,8 @@ def figure(name, bwd, reps):
     torch.manual_seed(0)
     if name == "adamw":
         return adamw(reps)
+    if name == "adamw_t":
+        return adamw(reps, transposed=True)
     inputs, fns = forms(name, bwd)
     best = None
     for f in fns:

@@ -4,17 +4,21 @@
 //! ([`Update::slices`], at the CPU's vector width), so the values are the
 //! reference's bit for bit.
 //! The gradient and the moments must be contiguous (the optimizer's own
-//! tensors); a strided parameter (GPT-2's transposed Conv1D weights) is
-//! read and written back a block at a time through its offsets. Anything
-//! else runs the shared declared path.
+//! tensors). A parameter whose last two dims are transposed (GPT-2's
+//! Conv1D weights) is copied into a row-major image by tiles and back
+//! ([`transposed`]); another strided parameter is read and written a
+//! block at a time through its offsets.
+//! Anything else runs the shared declared path.
 
 use super::engine::{BLOCK, Par, cast_slice, cast_slice_mut};
+use super::tiles;
 use kael_core::backend::declared::Call;
 use kael_core::cpu as reference;
 use kael_core::dtype::DType;
 use kael_core::kernels::adam::{Hyper, Update};
 use kael_core::layout::Layout;
 use kael_core::{Error, Result};
+use std::cell::RefCell;
 
 /// The update on the pool, or `None` where this path does not apply.
 pub(super) fn adam(par: &Par<'_>, call: Call<'_>) -> Option<Result<()>> {
@@ -54,9 +58,15 @@ pub(super) fn adam(par: &Par<'_>, call: Call<'_>) -> Option<Result<()>> {
             .ok_or_else(|| bad("the moments run past their storage"))?
             .split_at_mut(n);
         let p_flat = p.layout.is_contiguous().then(|| p.layout.offset());
-        // Chunks of `m`, with the same ranges of `v`, `g` and `p`.
         let v_ptr = Shared(vs.as_mut_ptr());
+        if p_flat.is_none()
+            && let Some(t) = swapped(p.layout)
+        {
+            transposed(par, &u, p.layout, &t, ps, gs, ms, v_ptr);
+            return Ok(());
+        }
         let p_ptr = Shared(ps.as_mut_ptr());
+        // Chunks of `m`, with the same ranges of `v`, `g` and `p`.
         par.bandwidth_bound().for_chunks(ms, |start, mc| {
             let len = mc.len();
             // SAFETY: `v` is an `n`-element slice borrowed for the whole
@@ -114,29 +124,137 @@ pub(super) fn adam(par: &Par<'_>, call: Call<'_>) -> Option<Result<()>> {
     })())
 }
 
+thread_local! {
+    /// This thread's image of a transposed parameter, kept between calls
+    /// (a fresh one per call paid its page faults every step).
+    static IMAGE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `l` with its last two dims swapped, where that is contiguous (`l` is
+/// a transpose of a row-major tensor: GPT-2's Conv1D weights); else
+/// `None`.
+fn swapped(l: &Layout) -> Option<Layout> {
+    let r = l.rank();
+    if r < 2 || !tiles::wants_tiles(l) {
+        return None;
+    }
+    let (mut shape, mut st) = (l.shape().clone(), l.strides().clone());
+    shape.swap(r - 2, r - 1);
+    st.swap(r - 2, r - 1);
+    let t = Layout::new(&shape, &st, l.offset()).ok()?;
+    t.is_contiguous().then_some(t)
+}
+
+/// The update of a transposed parameter `p` (layout `l`, its swap `t`
+/// contiguous): `p` copied into a row-major image by tiles (NOTE in
+/// `tiles`: each cache line touched once, 8x8 register transposes), the
+/// contiguous update run on the image with `g`, `m` (`ms`) and `v` (at
+/// `v_ptr`, `ms.len()` elements), and the image copied back by tiles.
+/// Element by element, reading and writing `p` across its rows, a
+/// transposed 85M-parameter AdamW step took 0.93 s against 64 ms
+/// contiguous (every access a cache miss the prefetchers did not see
+/// coming).
+#[allow(clippy::too_many_arguments)]
+fn transposed(
+    par: &Par<'_>,
+    u: &Update,
+    l: &Layout,
+    t: &Layout,
+    ps: &mut [f32],
+    gs: &[f32],
+    ms: &mut [f32],
+    v_ptr: Shared,
+) {
+    let r = l.rank();
+    let n = ms.len();
+    let (rows, cols) = (l.shape()[r - 2], l.shape()[r - 1]);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    IMAGE.with(|cell| {
+        let mut image = cell.borrow_mut();
+        if image.len() < n {
+            image.resize(n, 0.0);
+        }
+        let img = &mut image[..n];
+        tiles::for_tiles(
+            par,
+            rows,
+            cols,
+            img,
+            || (),
+            |_, tile, dt| {
+                tiles::gather_tile(ps, l, tile, dt, cols);
+            },
+        );
+        let p_ptr = Shared(img.as_mut_ptr());
+        par.bandwidth_bound().for_chunks(ms, |start, mc| {
+            let len = mc.len();
+            // SAFETY: `v` and the image are `n`-element slices borrowed for
+            // the whole call; `for_chunks` hands each call a disjoint
+            // range `start..start + len` of `m`, and this is the same
+            // range of them, so no element is written by two threads.
+            let (vc, pc) = unsafe {
+                (
+                    core::slice::from_raw_parts_mut(v_ptr.get().add(start), len),
+                    core::slice::from_raw_parts_mut(p_ptr.get().add(start), len),
+                )
+            };
+            slices(u, &gs[start..start + len], pc, mc, vc);
+        });
+        // Back: `p`'s memory is row-major in `t`'s shape (its dims
+        // swapped); the image read through the same swap.
+        let mut ist = kael_core::shape::contiguous_strides(l.shape());
+        ist.swap(r - 2, r - 1);
+        let Ok(il) = Layout::new(t.shape(), &ist, 0) else {
+            return;
+        };
+        let dst = &mut ps[t.offset()..t.offset() + n];
+        let img: &[f32] = &image[..n];
+        tiles::for_tiles(
+            par,
+            cols,
+            rows,
+            dst,
+            || (),
+            |_, tile, dt| {
+                tiles::gather_tile(img, &il, tile, dt, rows);
+            },
+        );
+    });
+}
+
 /// The storage offsets of `layout`'s positions `start..start + out.len()`
-/// (row-major), into `out`.
+/// (row-major), into `out`: a run along the last dim at a time.
 fn offsets(layout: &Layout, start: usize, out: &mut [usize]) {
     let (shape, strides) = (layout.shape(), layout.strides());
-    let rank = shape.len();
+    let Some(last) = shape.len().checked_sub(1) else {
+        out.fill(layout.offset());
+        return;
+    };
     let mut idx = [0usize; kael_core::MAX_RANK];
     let mut rest = start;
-    for d in (0..rank).rev() {
+    for d in (0..=last).rev() {
         idx[d] = rest % shape[d];
         rest /= shape[d];
     }
-    let mut o = layout.offset() + (0..rank).map(|d| idx[d] * strides[d]).sum::<usize>();
-    for slot in out {
-        *slot = o;
-        // The next position: the last dim steps, carrying into the ones
-        // before it.
-        for d in (0..rank).rev() {
+    let (nl, sl) = (shape[last], strides[last]);
+    let mut w = 0;
+    while w < out.len() {
+        let base = layout.offset() + (0..last).map(|d| idx[d] * strides[d]).sum::<usize>();
+        let j = idx[last];
+        let run = (nl - j).min(out.len() - w);
+        for (k, o) in out[w..w + run].iter_mut().enumerate() {
+            *o = base + (j + k) * sl;
+        }
+        w += run;
+        // The next run: the dims before the last step, carrying.
+        idx[last] = 0;
+        for d in (0..last).rev() {
             idx[d] += 1;
-            o += strides[d];
             if idx[d] < shape[d] {
                 break;
             }
-            o -= shape[d] * strides[d];
             idx[d] = 0;
         }
     }
@@ -243,9 +361,9 @@ mod tests {
     }
 
     /// The pool's in-place update (raw per-chunk writes of the moments,
-    /// and of a transposed parameter through its offsets) on a two-thread
-    /// device equals the reference device's, bit for bit, first step and
-    /// later, for a contiguous and a transposed parameter.
+    /// of a transposed parameter through its image, of a strided one through its
+    /// offsets) on a two-thread device equals the reference device's, bit
+    /// for bit, first step and later.
     #[test]
     fn the_pooled_update_in_place_equals_the_reference() {
         use kael_core::backend::Family;
@@ -258,18 +376,23 @@ mod tests {
             .parallel_threshold(1)
             .build());
         let cpu = Device::cpu();
-        let (r, c) = (7, 5);
+        let (r, c) = (35, 33);
         let vals = |k: usize| -> Vec<f32> {
             (0..r * c)
                 .map(|i| ((i * 7 + k) % 11) as f32 * 0.1 - 0.4)
                 .collect()
         };
-        let run = |d: &Device, transposed: bool| -> Vec<u32> {
-            let p = if transposed {
-                let t = ok(Tensor::from_slice(&vals(1), &[c, r], d));
-                ok(t.t())
-            } else {
-                ok(Tensor::from_slice(&vals(1), &[r, c], d))
+        // (0: contiguous; 1: transposed, through an image; 2: a column-sliced
+        // transpose's narrow, by offsets)
+        let run = |d: &Device, kind: usize| -> Vec<u32> {
+            let p = match kind {
+                0 => ok(Tensor::from_slice(&vals(1), &[r, c], d)),
+                1 => ok(ok(Tensor::from_slice(&vals(1), &[c, r], d)).t()),
+                _ => {
+                    let wide = ok(Tensor::from_slice(&vals(1), &[r, c], d));
+                    let w2 = ok(Tensor::cat(&[&wide, &wide], 1));
+                    ok(w2.slice(1, 0, (2 * c) as isize, 2))
+                }
             };
             let mv = ok(Tensor::zeros(&[2, r, c], DType::F32, d));
             for (k, first) in [(2, true), (3, false)] {
@@ -297,12 +420,8 @@ mod tests {
             out.extend(ok(mv.to_vec::<f32>()));
             out.iter().map(|v| v.to_bits()).collect()
         };
-        for transposed in [false, true] {
-            assert_eq!(
-                run(&dev, transposed),
-                run(&cpu, transposed),
-                "transposed {transposed}"
-            );
+        for kind in 0..3 {
+            assert_eq!(run(&dev, kind), run(&cpu, kind), "layout {kind}");
         }
     }
 
@@ -313,5 +432,12 @@ mod tests {
         let mut out = [0usize; 4];
         offsets(&l, 1, &mut out);
         assert_eq!(out, [7, 5, 8, 6]);
+        let mut all = [0usize; 6];
+        offsets(&l, 0, &mut all);
+        assert_eq!(all, [4, 7, 5, 8, 6, 9]);
+        let scalar = Layout::new(&[], &[], 3).unwrap_or_else(|e| panic!("{e}"));
+        let mut one = [0usize; 1];
+        offsets(&scalar, 0, &mut one);
+        assert_eq!(one, [3]);
     }
 }

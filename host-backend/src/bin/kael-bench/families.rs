@@ -39,6 +39,10 @@ const FIGURES: &[(&str, &str)] = &[
     ("relu", "relu [32,16,32,32]"),
     ("gelu", "gelu tanh [128,3072]"),
     ("adamw", "AdamW step, 10M params in 8 tensors"),
+    (
+        "adamw_t",
+        "AdamW step, 10M params in 8 transposed tensors (GPT-2's Conv1D)",
+    ),
 ];
 
 /// A figure's forward, a function of its inputs.
@@ -146,7 +150,8 @@ fn kael_seconds(name: &str, bwd: bool, dev: &Device, reps: usize) -> R<f64> {
             vec![r(&[128, 3072])?],
             Box::new(|t: &[Tensor]| t[0].gelu_tanh()),
         ),
-        "adamw" => return adamw_seconds(dev, reps),
+        "adamw" => return adamw_seconds(dev, reps, false),
+        "adamw_t" => return adamw_seconds(dev, reps, true),
         _ => return Err(format!("unknown family figure {name}").into()),
     };
     if !bwd {
@@ -172,13 +177,19 @@ fn kael_seconds(name: &str, bwd: bool, dev: &Device, reps: usize) -> R<f64> {
     })
 }
 
-/// One AdamW step over 8 tensors of 1.25M parameters with gradients.
-fn adamw_seconds(dev: &Device, reps: usize) -> R<f64> {
+/// One AdamW step over 8 tensors of 1.25M parameters with gradients
+/// (`transposed`: each parameter `[1250, 1000]` a transposed view of a
+/// contiguous `[1000, 1250]`).
+fn adamw_seconds(dev: &Device, reps: usize, transposed: bool) -> R<f64> {
     let mut rng = Rng::new(0);
     let params = (0..8)
         .map(|_| {
-            let p =
-                Tensor::randn(&[1250, 1000], DType::F32, dev, &mut rng)?.requires_grad_(true)?;
+            let p = if transposed {
+                Tensor::randn(&[1000, 1250], DType::F32, dev, &mut rng)?.t()?
+            } else {
+                Tensor::randn(&[1250, 1000], DType::F32, dev, &mut rng)?
+            };
+            let p = p.requires_grad_(true)?;
             p.sum_all()?.backward()?;
             Ok(p)
         })
@@ -241,7 +252,7 @@ pub fn run(quick: bool, only_figure: Option<&str>, threads: usize) -> R<()> {
         if only_figure.is_some_and(|o| o != name) {
             continue;
         }
-        let kinds: &[bool] = if name == "adamw" {
+        let kinds: &[bool] = if name.starts_with("adamw") {
             &[false]
         } else {
             &[false, true]
@@ -255,7 +266,7 @@ pub fn run(quick: bool, only_figure: Option<&str>, threads: usize) -> R<()> {
                 }
             }
             let pass = match (name, bwd) {
-                ("adamw", _) => "step",
+                ("adamw" | "adamw_t", _) => "step",
                 (_, false) => "fwd",
                 _ => "fwd+bwd",
             };
