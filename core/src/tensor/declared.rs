@@ -161,18 +161,8 @@ impl Tensor {
         // (at least one operand, within the count, on one device)
         operands(op, &all)?;
         let first = all.first().map(|t| t.device());
-        let (layouts, storages): (Vec<_>, Vec<_>) =
-            all.iter().map(|t| (t.layout(), t.storage())).unzip();
-        let ops: Vec<Src<'_>> = all
-            .iter()
-            .zip(&layouts)
-            .zip(&storages)
-            .map(|((t, l), s)| Src {
-                storage: s,
-                layout: l,
-                dtype: t.dtype(),
-            })
-            .collect();
+        let (layouts, storages) = parts(&all);
+        let ops = srcs_of(&all, &layouts, &storages);
         let (srcs, dsts) = ops.split_at(inputs.len());
         let dev = first.ok_or(Error::InvalidArgument {
             op,
@@ -254,29 +244,11 @@ fn run_step(
         .iter()
         .map(|(shape, dtype)| Tensor::alloc_for_overwrite(shape, *dtype, &dev))
         .collect::<Result<Vec<_>>>()?;
-    let (layouts, storages): (Vec<_>, Vec<_>) =
-        inputs.iter().map(|t| (t.layout(), t.storage())).unzip();
-    let srcs: Vec<Src<'_>> = inputs
-        .iter()
-        .zip(&layouts)
-        .zip(&storages)
-        .map(|((t, l), s)| Src {
-            storage: s,
-            layout: l,
-            dtype: t.dtype(),
-        })
-        .collect();
-    let (ols, oss): (Vec<_>, Vec<_>) = outs.iter().map(|t| (t.layout(), t.storage())).unzip();
-    let dsts: Vec<Src<'_>> = outs
-        .iter()
-        .zip(&ols)
-        .zip(&oss)
-        .map(|((t, l), s)| Src {
-            storage: s,
-            layout: l,
-            dtype: t.dtype(),
-        })
-        .collect();
+    let (layouts, storages) = parts(inputs);
+    let srcs = srcs_of(inputs, &layouts, &storages);
+    let out_refs: Vec<&Tensor> = outs.iter().collect();
+    let (ols, oss) = parts(&out_refs);
+    let dsts = srcs_of(&out_refs, &ols, &oss);
     dev.backend().declared(Call {
         family,
         step,
@@ -285,4 +257,31 @@ fn run_step(
         dsts: &dsts,
     })?;
     Ok(outs)
+}
+
+/// The layouts and storages of `ts`, held while their [`Src`]s are used.
+fn parts(
+    ts: &[&Tensor],
+) -> (
+    Vec<crate::layout::Layout>,
+    Vec<crate::shared::Shared<crate::storage::Storage>>,
+) {
+    ts.iter().map(|t| (t.layout(), t.storage())).unzip()
+}
+
+/// The backend operands of `ts` over their [`parts`].
+fn srcs_of<'a>(
+    ts: &[&Tensor],
+    layouts: &'a [crate::layout::Layout],
+    storages: &'a [crate::shared::Shared<crate::storage::Storage>],
+) -> Vec<Src<'a>> {
+    ts.iter()
+        .zip(layouts)
+        .zip(storages)
+        .map(|((t, l), s)| Src {
+            storage: s,
+            layout: l,
+            dtype: t.dtype(),
+        })
+        .collect()
 }
