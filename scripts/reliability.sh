@@ -189,8 +189,9 @@ miri_tier() {
     # [Vector math]), layer norm's rows, the elementwise loops at the
     # vector width (NOTE [Loops at the vector width]) and the fused softmax
     # backward's rows (NOTE [Softmax backward rows]), the one-pass Adam's
-    # chunks and vector-width loops and the pooled gather/scatter-add's
-    # per-row writes. Miri reports no CPU
+    # chunks and vector-width loops, the pooled gather/scatter-add's
+    # per-row writes, the direct convolution's tiles (NOTE [Direct
+    # convolution]) and batch norm's vector sums. Miri reports no CPU
     # features by itself: AVX2 and FMA are enabled, so the unsafe calls
     # into the feature-compiled loops (and the AVX tiles) are taken. The
     # pool-based tests cannot run under Miri; matmul calls into `gemm`,
@@ -200,7 +201,8 @@ miri_tier() {
         cpu_threaded::alloc cpu_threaded::pool cpu_threaded::affinity cpu_threaded::tiles \
         cpu_threaded::vmath::tests::every_isa_runs_every_function_on_a_few_values \
         cpu_threaded::norm cpu_threaded::elementwise::tests cpu_threaded::softmax \
-        cpu_threaded::adam cpu_threaded::index || ok=0
+        cpu_threaded::adam cpu_threaded::index cpu_threaded::conv_direct \
+        cpu_threaded::batch_norm || ok=0
     # kael-py's DLPack pointer work (export, import, deleters), kept in
     # plain Rust (python/src/dlpack.rs) so Miri can run it: it cannot run
     # the CPython calls around it (those are exercised by the pytest suite).
@@ -210,7 +212,7 @@ miri_tier() {
     else
         echo "SKIPPED miri kael-py dlpack: no python3, which pyo3's build needs"
     fi
-    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host (with AVX2+FMA): cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::affinity, cpu_threaded::tiles, cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::elementwise, cpu_threaded::softmax, cpu_threaded::adam, cpu_threaded::index, kael-py: dlpack"
+    NOTE[miri]="$((SECONDS - t0))s: kael-core unit tests (Rc, sync), kael-tests: ${MIRI_TESTS[*]} (concurrency also with seeds: $MIRI_SEEDS), kael-host (with AVX2+FMA): cpu_threaded::alloc, cpu_threaded::pool, cpu_threaded::affinity, cpu_threaded::tiles, cpu_threaded::vmath, cpu_threaded::norm, cpu_threaded::elementwise, cpu_threaded::softmax, cpu_threaded::adam, cpu_threaded::index, cpu_threaded::conv_direct, cpu_threaded::batch_norm, kael-py: dlpack"
     if ((ok)); then STATUS[miri]="ok"; else STATUS[miri]="FAILED"; failed=1; fi
 }
 

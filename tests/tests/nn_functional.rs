@@ -317,6 +317,34 @@ test_device!(conv2d_depthwise_matches_pytorch, |dev| {
     Ok(())
 });
 
+// Stride 1 with rows of 8 or more outputs, in f32: on an AVX2 host the
+// threaded device runs these (forward and input gradient) in its direct
+// kernel, not through columns; every tile shape is reached (two vectors
+// and a ragged third per row, one vector per row, output channels past
+// the last whole tile).
+test_device!(conv2d_wide_rows_f32_match_pytorch, |dev| {
+    let ins: &[(&[usize], f64)] = &[(&[2, 3, 5, 19], 1.0), (&[7, 3, 3, 3], 2.0), (&[7], 3.0)];
+    let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], Some(&v[2]), [1, 1], [1, 1], [1, 1], 1);
+    let grads = [
+        w(e::CONV2D_WIDE_F32_DX),
+        w(e::CONV2D_WIDE_F32_DW),
+        w(e::CONV2D_WIDE_F32_DB),
+    ];
+    let g: Vec<&[f64]> = grads.iter().map(|g| g.as_slice()).collect();
+    let y = w(e::CONV2D_WIDE_F32);
+    case(dev, DType::F32, ins, f, e::CONV2D_WIDE_F32_SHAPE, &y, &g)?;
+    let ins: &[(&[usize], f64)] = &[(&[2, 4, 6, 21], 1.0), (&[9, 4, 3, 2], 2.0)];
+    let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], None, [1, 1], [2, 1], [2, 1], 1);
+    let (dx, dw) = (w(e::CONV2D_WIDE_DIL_F32_DX), w(e::CONV2D_WIDE_DIL_F32_DW));
+    let y = w(e::CONV2D_WIDE_DIL_F32);
+    case(dev, DType::F32, ins, f, e::CONV2D_WIDE_DIL_F32_SHAPE, &y, &[&dx, &dw])?;
+    let ins: &[(&[usize], f64)] = &[(&[1, 2, 4, 10], 1.0), (&[10, 2, 3, 3], 2.0)];
+    let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], None, [1, 1], [0, 0], [1, 1], 1);
+    let (dx, dw) = (w(e::CONV2D_ROW8_F32_DX), w(e::CONV2D_ROW8_F32_DW));
+    let y = w(e::CONV2D_ROW8_F32);
+    case(dev, DType::F32, ins, f, e::CONV2D_ROW8_F32_SHAPE, &y, &[&dx, &dw])
+});
+
 test_device!(conv2d_groups_f32_and_dilation_match_pytorch, |dev| {
     let ins: &[(&[usize], f64)] = &[(&[2, 4, 5, 7], 1.0), (&[6, 2, 2, 3], 2.0), (&[6], 3.0)];
     let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], Some(&v[2]), [1, 2], [1, 0], [1, 2], 2);

@@ -1079,3 +1079,56 @@ fn gather_and_scatter_add_on_the_pool_equal_the_reference() {
     assert!(x.scatter_add(1, &bad, &vals).is_err());
     assert_eq!(x.to_vec::<f32>().unwrap(), copy);
 }
+
+/// Batch norm's per-channel sums on the pool (NOTE [Batch norm sums by
+/// channel]): the training forward (mean, variance, output) and its
+/// backward equal the reference CPU's bit for bit, at one thread, at two
+/// and inline, on planes with and without a ragged tail of lanes.
+#[test]
+fn batch_norm_sums_on_the_pool_equal_the_reference_bit_for_bit() {
+    use kael_core::nn::functional::batch_norm;
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(29);
+    for shape in [vec![4, 5, 6, 7], vec![3, 6, 16], vec![2, 3, 1, 1]] {
+        let x = Tensor::randn(&shape, DType::F32, &cpu, &mut rng)
+            .unwrap()
+            .mul_scalar(3.0)
+            .unwrap()
+            .add_scalar(1.5)
+            .unwrap();
+        let c = shape[1];
+        let wgt = Tensor::randn(&[c], DType::F32, &cpu, &mut rng).unwrap();
+        let bias = Tensor::randn(&[c], DType::F32, &cpu, &mut rng).unwrap();
+        let gy = Tensor::randn(&shape, DType::F32, &cpu, &mut rng).unwrap();
+        let run = |dev: &Device| -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>) {
+            let leaf = |t: &Tensor| {
+                let t = t.to_device(dev).unwrap().detach().unwrap();
+                t.requires_grad_(true).unwrap()
+            };
+            let (x, w, b) = (leaf(&x), leaf(&wgt), leaf(&bias));
+            let rm = Tensor::zeros(&[c], DType::F32, dev).unwrap();
+            let rv = Tensor::ones(&[c], DType::F32, dev).unwrap();
+            let y = batch_norm(&x, Some(&rm), Some(&rv), Some(&w), Some(&b), true, 0.1, 1e-5)
+                .unwrap();
+            y.mul(&gy.to_device(dev).unwrap())
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .backward()
+                .unwrap();
+            let bits = |t: &Tensor| -> Vec<u32> {
+                t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+            };
+            let grads: Vec<u32> = [&x, &w, &b]
+                .iter()
+                .flat_map(|t| bits(&t.grad().unwrap()))
+                .collect();
+            (bits(&y), bits(&rm), bits(&rv), grads)
+        };
+        let want = run(&cpu);
+        for (threads, threshold) in [(1, 1), (2, 1), (2, usize::MAX)] {
+            let (_, dev) = backend(threads, threshold);
+            assert_eq!(run(&dev), want, "{shape:?} at {threads} threads");
+        }
+    }
+}

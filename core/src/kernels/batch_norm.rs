@@ -230,8 +230,10 @@ fn sums<T: Scalar>(
 
 /// `(Σ (x - shift), Σ (x - shift)²)` over a plane, in [`LANES`]
 /// interleaved partial sums (element `i` into lane `i % LANES`), the lanes
-/// added in order at the end.
-fn plane_sums<T: Scalar>(xs: &[T], shift: f64) -> (f64, f64) {
+/// added in order at the end. Public: a host backend's vector version of
+/// these sums is held to it, bit for bit (the same operations per lane in
+/// the same order; Rust never fuses a multiply and an add).
+pub fn plane_sums<T: Scalar>(xs: &[T], shift: f64) -> (f64, f64) {
     let (mut p0, mut p1) = ([0.0f64; LANES], [0.0f64; LANES]);
     let mut it = xs.chunks_exact(LANES);
     for ch in &mut it {
@@ -250,7 +252,7 @@ fn plane_sums<T: Scalar>(xs: &[T], shift: f64) -> (f64, f64) {
 }
 
 /// `(Σ g, Σ g·(x - shift))` over a plane, as [`plane_sums`].
-fn grad_plane_sums<T: Scalar>(gs: &[T], xs: &[T], shift: f64) -> (f64, f64) {
+pub fn grad_plane_sums<T: Scalar>(gs: &[T], xs: &[T], shift: f64) -> (f64, f64) {
     let (mut p0, mut p1) = ([0.0f64; LANES], [0.0f64; LANES]);
     let mut it = gs.chunks_exact(LANES).zip(xs.chunks_exact(LANES));
     for (gc, xc) in &mut it {

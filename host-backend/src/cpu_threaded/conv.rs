@@ -16,6 +16,7 @@
 //! permute, no whole-batch column matrix. ResNet-8's first block at
 //! batch 32 has 590 KB of columns per image against 19 MB for the batch.
 
+use super::conv_direct::{self, Direct};
 use super::engine::{Par, cast_slice, cast_slice_mut};
 use kael_core::backend::declared::Call;
 use kael_core::cpu as reference;
@@ -25,6 +26,7 @@ use kael_core::kernels::im2col::Geometry;
 use kael_core::{Error, Result};
 use std::cell::RefCell;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 thread_local! {
     /// This thread's column buffer, kept between calls (a fresh one per
@@ -148,6 +150,18 @@ fn run(par: &Par<'_>, call: Call<'_>) -> Result<()> {
         return Err(bad("an operand runs past its storage"));
     }
     match (call.step, gy) {
+        (0, _) if direct(0, &g, &s) => {
+            let conv = Direct::forward(&g, &s, wv);
+            let fine = AtomicBool::new(true);
+            par.for_rows(dv, out, |n0, ys| {
+                for (i, y) in ys.chunks_exact_mut(out).enumerate() {
+                    if !conv.run(&xv[(n0 + i) * img..], y) {
+                        fine.store(false, Ordering::Relaxed);
+                    }
+                }
+            });
+            checked(fine)
+        }
         (0, _) => {
             par.for_rows(dv, out, |n0, ys| {
                 for (i, y) in ys.chunks_exact_mut(out).enumerate() {
@@ -155,6 +169,18 @@ fn run(par: &Par<'_>, call: Call<'_>) -> Result<()> {
                 }
             });
             Ok(())
+        }
+        (1, Some(gy)) if direct(1, &g, &s) => {
+            let conv = Direct::input_grad(&g, &s, wv);
+            let fine = AtomicBool::new(true);
+            par.for_rows(dv, img, |n0, dxs| {
+                for (i, dx) in dxs.chunks_exact_mut(img.max(1)).enumerate() {
+                    if !conv.run(&gy[(n0 + i) * out..], dx) {
+                        fine.store(false, Ordering::Relaxed);
+                    }
+                }
+            });
+            checked(fine)
         }
         (1, Some(gy)) => {
             par.for_rows(dv, img, |n0, dxs| {
@@ -169,6 +195,30 @@ fn run(par: &Par<'_>, call: Call<'_>) -> Result<()> {
             Ok(())
         }
         _ => Err(bad("missing operands")),
+    }
+}
+
+/// Whether step `step` (0: forward, 1: input gradient) runs the direct
+/// kernel (NOTE [Direct or columns]).
+/// `KAEL_CONV=cols` in the environment (read once) keeps every call on
+/// the columns, so that a benchmark can compare the two paths.
+fn direct(step: usize, g: &Geometry, s: &Sizes) -> bool {
+    static COLS_ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *COLS_ONLY.get_or_init(|| std::env::var("KAEL_CONV").is_ok_and(|v| v == "cols")) {
+        return false;
+    }
+    match step {
+        0 => conv_direct::forward_applies(g, s),
+        _ => conv_direct::input_grad_applies(g, s),
+    }
+}
+
+/// An error unless every image's lengths held (they were checked above).
+fn checked(fine: AtomicBool) -> Result<()> {
+    if fine.into_inner() {
+        Ok(())
+    } else {
+        Err(bad("an operand runs past its storage"))
     }
 }
 

@@ -23,6 +23,7 @@ pub(super) fn declared(par: &Par<'_>, call: Call<'_>) -> Result<()> {
     let own = match call.family {
         Family::Conv2d => super::conv::conv2d(par, call),
         Family::Adam => super::adam::adam(par, call),
+        Family::BatchNorm => super::batch_norm::batch_norm(par, call),
         _ => None,
     };
     if let Some(done) = own {

@@ -23,7 +23,9 @@
 mod adam;
 mod affinity;
 mod alloc;
+mod batch_norm;
 mod conv;
+mod conv_direct;
 mod declared;
 mod elementwise;
 mod engine;
@@ -245,7 +247,7 @@ impl Backend for ThreadedCpuBackend {
             Family::Where | Family::IndexSelect | Family::IndexAdd | Family::ArgSort => {
                 Provenance::Inherited(DeviceKind::Cpu)
             }
-            Family::Conv2d | Family::Adam => Provenance::Own,
+            Family::Conv2d | Family::Adam | Family::BatchNorm => Provenance::Own,
             f if f.is_declared() => Provenance::Inherited(DeviceKind::Cpu),
             _ => Provenance::Own,
         }

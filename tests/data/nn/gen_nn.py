@@ -86,6 +86,16 @@ case("CONV2D_G2_F32", lambda x, w, b: F.conv2d(x, w, b, (1, 2), (1, 0), (1, 2), 
 case("CONV2D_DIL", lambda x, w: F.conv2d(x, w, None, 1, 0, 2, 1),
      [([1, 3, 6, 6], 1), ([2, 3, 2, 2], 2)], ["X", "W"])
 
+# f32, stride 1, rows of 8 or more outputs: the threaded backend's direct
+# kernel (forward and input gradient), with output channels that fill no
+# whole tile and a ragged last vector of a row
+case("CONV2D_WIDE_F32", lambda x, w, b: F.conv2d(x, w, b, 1, 1, 1, 1),
+     [([2, 3, 5, 19], 1), ([7, 3, 3, 3], 2), ([7], 3)], ["X", "W", "B"], torch.float32)
+case("CONV2D_WIDE_DIL_F32", lambda x, w: F.conv2d(x, w, None, 1, (2, 1), (2, 1), 1),
+     [([2, 4, 6, 21], 1), ([9, 4, 3, 2], 2)], ["X", "W"], torch.float32)
+case("CONV2D_ROW8_F32", lambda x, w: F.conv2d(x, w, None, 1, 0, 1, 1),
+     [([1, 2, 4, 10], 1), ([10, 2, 3, 3], 2)], ["X", "W"], torch.float32)
+
 # transposed convolutions
 case("CONVT1D", lambda x, w, b: F.conv_transpose1d(x, w, b, 2, 1, 1, 2, 2),
      [([2, 4, 5], 1), ([4, 3, 3], 2), ([6], 3)], ["X", "W", "B"])

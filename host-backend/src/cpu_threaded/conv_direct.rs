@@ -1,0 +1,540 @@
+//! Direct convolution with AVX2 and FMA: the `conv2d` family's forward,
+//! and the input gradient of a stride-1 convolution, without a column
+//! matrix (NOTE [Direct convolution]).
+//!
+//! NOTE [Direct convolution]
+//! For few channels the column matrix of NOTE [Convolution by image] costs
+//! more than the product it feeds: ResNet-8's 16→16 3x3 layer writes 144
+//! column rows per position (590 KB per image, past a core's L2), and
+//! `gemm` packs them once more, for a product with 16 rows. Here the image
+//! is read in place instead. Per image, one zero-padded copy split by
+//! column phase, `xph[c][r][q][j] = x_pad[c][r][j·SW + q]`, so that a step
+//! of the stride or the dilation along a row is a unit step in `j`; per
+//! output row, a tile of `OB` output channels by `V` vectors of 8
+//! positions accumulates over every `(c, kh, kw)` in registers: `V` loads
+//! and `OB` broadcasts per `OB·V` FMAs. The weights are laid out once per
+//! call as `[C·KH·KW][O rounded up to OB]`, zero past `O`.
+//!
+//! The input gradient of a stride-1 convolution is the same product on the
+//! output's gradient, with the kernel flipped and its two channel axes
+//! swapped, and padding `d·(K - 1) - p`: `dx = conv(gy, flip(w)ᵀ)`.
+//!
+//! Which calls take it is [`forward_applies`] and [`input_grad_applies`],
+//! from the family benchmark's conv shapes on an AVX2 machine (NOTE
+//! [Direct or columns]); other CPUs, and other shapes, keep the columns.
+
+use kael_core::kernels::conv::Sizes;
+use kael_core::kernels::im2col::Geometry;
+use std::cell::RefCell;
+
+/// Lanes of one vector.
+const L: usize = 8;
+
+thread_local! {
+    /// This thread's phase image, kept between calls.
+    static PHASE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One direct convolution: its sizes, blocking and laid-out weights.
+///
+/// Invariants (set by [`Direct::new`], relied on by the unsafe tile):
+/// `wt.len() == C·KH·KW·opad`, `opad` a multiple of `ob`; every offset of
+/// `koff` plus `(OH - 1)·SH·SW·jw + 8·nv - 1` is below `plane()`; the
+/// phase image is `C·plane()` long.
+pub(super) struct Direct {
+    c: usize,
+    o: usize,
+    out: [usize; 2],
+    image: [usize; 2],
+    pad: [usize; 2],
+    stride: [usize; 2],
+    /// Output channels per tile, and `O` rounded up to it.
+    ob: usize,
+    opad: usize,
+    /// Vectors per output row, `⌈OW / 8⌉`.
+    nv: usize,
+    /// Rows of the phase image, and the length of one phase row.
+    rows: usize,
+    jw: usize,
+    /// Per `(kh, kw)`, the offset of its first input in a channel's plane.
+    koff: Vec<usize>,
+    /// The weights, `[C·KH·KW][opad]`.
+    wt: Vec<f32>,
+}
+
+/// Whether this CPU runs the direct kernel (AVX2 and FMA).
+pub(super) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// NOTE [Direct or columns]: the direct kernel wins where the column
+/// matrix is large against the product: stride 1, one group, at least one
+/// full vector of outputs per row, and up to 64 channels (where `gemm` has
+/// few rows to amortise its packing over). Measured with `kael-bench
+/// --only families` (`KAEL_CONV=cols` forces the columns): ResNet-8's
+/// 16→16 3x3 layer at batch 32 went from 1.87 to 1.10 ms at 2 threads
+/// (3.09 to 2.59 at 1), the CNN's 16→32 from 1.07 to 0.99 ms; its 32→64
+/// stride-2 layer was slower direct (1.89 against 1.60 ms at 1 thread:
+/// an 8-wide row is one vector, and the 8x1 tile waits on its loads), so
+/// strides keep the columns.
+pub(super) fn forward_applies(g: &Geometry, s: &Sizes) -> bool {
+    available() && g.stride == [1, 1] && s.groups == 1 && s.out[1] >= L && s.o <= 64 && s.c <= 64
+}
+
+/// The input gradient: as the forward, for stride 1 and a padding of at
+/// most `d·(K - 1)` (the flipped kernel's padding is not negative).
+pub(super) fn input_grad_applies(g: &Geometry, s: &Sizes) -> bool {
+    let flat =
+        (0..2).all(|i| g.stride[i] == 1 && g.padding[i] <= g.dilation[i] * (g.kernel[i] - 1));
+    available() && flat && s.groups == 1 && g.image[1] >= L && s.o <= 64 && s.c <= 64
+}
+
+impl Direct {
+    /// The forward of `w [O, C, KH, KW]` (contiguous) over images of `g`.
+    pub(super) fn forward(g: &Geometry, s: &Sizes, w: &[f32]) -> Direct {
+        let [kh, kw] = g.kernel;
+        let c = s.c;
+        Direct::new(
+            c,
+            s.o,
+            g.kernel,
+            g.stride,
+            g.dilation,
+            g.padding,
+            g.image,
+            s.out,
+            |o, ci, i, j| w[((o * c + ci) * kh + i) * kw + j],
+        )
+    }
+
+    /// The input gradient of a stride-1 forward of `w`: a convolution of
+    /// the output's gradient `[O, OH, OW]` into `[C, H, W]`.
+    pub(super) fn input_grad(g: &Geometry, s: &Sizes, w: &[f32]) -> Direct {
+        let [kh, kw] = g.kernel;
+        let c = s.c;
+        let pad = [0, 1].map(|i| g.dilation[i] * (g.kernel[i] - 1) - g.padding[i]);
+        Direct::new(
+            s.o,
+            c,
+            g.kernel,
+            [1, 1],
+            g.dilation,
+            pad,
+            s.out,
+            g.image,
+            |ci, o, i, j| w[((o * c + ci) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)],
+        )
+    }
+
+    /// `weight(o, c, i, j)` is the kernel of output channel `o`, input `c`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        c: usize,
+        o: usize,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        dil: [usize; 2],
+        pad: [usize; 2],
+        image: [usize; 2],
+        out: [usize; 2],
+        weight: impl Fn(usize, usize, usize, usize) -> f32,
+    ) -> Direct {
+        let nv = out[1].div_ceil(L);
+        // 8x1 and 6x2 tiles: 8 or 12 accumulators, a vector or two of
+        // inputs and a broadcast weight, within the 16 vector registers
+        // (a 4x3 tile needs all 16, and LLVM spilled an accumulator).
+        let ob = if nv == 1 { 8 } else { 6 };
+        let opad = o.div_ceil(ob) * ob;
+        let [kh, kw] = kernel;
+        let [sh, sw] = stride;
+        let rows = (out[0] - 1) * sh + (kh - 1) * dil[0] + 1;
+        let jw = nv * L + (kw - 1) * dil[1] / sw;
+        let koff = (0..kh * kw)
+            .map(|t| {
+                let (i, j) = (t / kw, t % kw);
+                let (q, jo) = (j * dil[1] % sw, j * dil[1] / sw);
+                (i * dil[0] * sw + q) * jw + jo
+            })
+            .collect();
+        let mut wt = vec![0.0; c * kh * kw * opad];
+        for ci in 0..c {
+            for t in 0..kh * kw {
+                let row = &mut wt[(ci * kh * kw + t) * opad..][..o];
+                for (oi, v) in row.iter_mut().enumerate() {
+                    *v = weight(oi, ci, t / kw, t % kw);
+                }
+            }
+        }
+        Direct {
+            c,
+            o,
+            out,
+            image,
+            pad,
+            stride,
+            ob,
+            opad,
+            nv,
+            rows,
+            jw,
+            koff,
+            wt,
+        }
+    }
+
+    /// Floats of one channel of the phase image.
+    fn plane(&self) -> usize {
+        self.rows * self.stride[1] * self.jw
+    }
+
+    /// `y [O, OH, OW]` of one image `x [C, H, W]` (both contiguous);
+    /// false, with nothing written, where either is too short.
+    #[must_use]
+    pub(super) fn run(&self, x: &[f32], y: &mut [f32]) -> bool {
+        let [oh, ow] = self.out;
+        if x.len() < self.c * self.image[0] * self.image[1] || y.len() < self.o * oh * ow {
+            return false;
+        }
+        PHASE.with(|p| {
+            let mut ph = p.borrow_mut();
+            let len = self.c * self.plane();
+            if ph.len() < len {
+                ph.resize(len, 0.0);
+            }
+            let ph = &mut ph[..len];
+            self.fill_phases(x, ph);
+            #[cfg(target_arch = "x86_64")]
+            if available() {
+                // SAFETY: AVX2 and FMA were detected; `ph` is the phase
+                // image of `C·plane()` floats and `y` holds `O·OH·OW`.
+                unsafe { self.rows_avx2(ph, y) };
+                return;
+            }
+            self.rows_portable(ph, y);
+        });
+        true
+    }
+
+    /// `ph[c][r][q][j] = x_pad[c][r][j·SW + q]`, zero in the padding.
+    fn fill_phases(&self, x: &[f32], ph: &mut [f32]) {
+        let [h, w] = self.image;
+        let (sw, pw) = (self.stride[1], self.pad[1]);
+        let plane = self.plane();
+        for (ci, dst) in ph.chunks_exact_mut(plane).enumerate().take(self.c) {
+            for (r, drow) in dst.chunks_exact_mut(sw * self.jw).enumerate() {
+                drow.fill(0.0);
+                let Some(ih) = r.checked_sub(self.pad[0]).filter(|&ih| ih < h) else {
+                    continue;
+                };
+                let src = &x[(ci * h + ih) * w..][..w];
+                if sw == 1 {
+                    // One phase: the row itself, after `pw` zeros (the
+                    // phase row is at least `pw + W` long or ends sooner).
+                    let start = pw.min(self.jw);
+                    let n = w.min(self.jw - start);
+                    drow[start..start + n].copy_from_slice(&src[..n]);
+                    continue;
+                }
+                for (iw, &v) in src.iter().enumerate() {
+                    let (q, j) = ((iw + pw) % sw, (iw + pw) / sw);
+                    if j < self.jw {
+                        drow[q * self.jw + j] = v;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tiles in plain Rust (CPUs without AVX2, and the reference the
+    /// tests hold the vector tiles to).
+    fn rows_portable(&self, ph: &[f32], y: &mut [f32]) {
+        let [oh, ow] = self.out;
+        let (plane, taps) = (self.plane(), self.koff.len());
+        for r in 0..oh {
+            let base = r * self.stride[0] * self.stride[1] * self.jw;
+            for o in 0..self.o {
+                for col in 0..ow {
+                    let mut acc = 0.0f32;
+                    for ci in 0..self.c {
+                        for (t, &k) in self.koff.iter().enumerate() {
+                            let wv = self.wt[(ci * taps + t) * self.opad + o];
+                            acc = wv.mul_add(ph[ci * plane + base + k + col], acc);
+                        }
+                    }
+                    y[(o * oh + r) * ow + col] = acc;
+                }
+            }
+        }
+    }
+
+    /// Every output row's tiles.
+    ///
+    /// # Safety
+    /// AVX2 and FMA must be available; `ph` is `C·plane()` floats, `y` at
+    /// least `O·OH·OW`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows_avx2(&self, ph: &[f32], y: &mut [f32]) {
+        let oh = self.out[0];
+        for r in 0..oh {
+            let mut o0 = 0;
+            while o0 < self.opad {
+                let mut v0 = 0;
+                while v0 < self.nv {
+                    let left = self.nv - v0;
+                    // SAFETY: (each arm) the caller's contract, `o0 + ob
+                    // <= opad`, and `v0 + V <= nv`.
+                    unsafe {
+                        match (self.ob, left) {
+                            (8, _) => self.tile::<8, 1>(ph, y, r, o0, v0),
+                            (_, 2..) => self.tile::<6, 2>(ph, y, r, o0, v0),
+                            _ => self.tile::<6, 1>(ph, y, r, o0, v0),
+                        }
+                    }
+                    v0 += if self.ob == 6 && left >= 2 { 2 } else { 1 };
+                }
+                o0 += self.ob;
+            }
+        }
+    }
+
+    /// Output channels `o0..o0 + OB` (those below `O` stored) by positions
+    /// `8·v0..8·(v0 + V)` (those below `OW` stored) of output row `r`.
+    ///
+    /// # Safety
+    /// As [`Direct::rows_avx2`], with `OB <= ob`, `o0 + OB <= opad`,
+    /// `v0 + V <= nv` and `r < OH`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tile<const OB: usize, const V: usize>(
+        &self,
+        ph: &[f32],
+        y: &mut [f32],
+        r: usize,
+        o0: usize,
+        v0: usize,
+    ) {
+        use std::arch::x86_64::{
+            __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
+            _mm256_storeu_ps,
+        };
+        let [oh, ow] = self.out;
+        let plane = self.plane();
+        let taps = self.koff.len();
+        let base = r * self.stride[0] * self.stride[1] * self.jw + v0 * L;
+        let mut acc = [[_mm256_setzero_ps(); V]; OB];
+        let (xp, wp) = (ph.as_ptr(), self.wt.as_ptr());
+        for ci in 0..self.c {
+            for (t, &k) in self.koff.iter().enumerate() {
+                // SAFETY: by the struct's invariant, `base + k + 8·V - 1`
+                // is below `plane()` for `r < OH`, `v0 + V <= nv`; the
+                // weights' row `(ci·taps + t)` holds `opad >= o0 + OB`.
+                unsafe {
+                    let src = xp.add(ci * plane + base + k);
+                    let xs: [__m256; V] = core::array::from_fn(|v| _mm256_loadu_ps(src.add(v * L)));
+                    let w = wp.add((ci * taps + t) * self.opad + o0);
+                    for (b, a) in acc.iter_mut().enumerate() {
+                        let wb = _mm256_broadcast_ss(&*w.add(b));
+                        for (v, x) in a.iter_mut().zip(xs) {
+                            *v = _mm256_fmadd_ps(wb, x, *v);
+                        }
+                    }
+                }
+            }
+        }
+        for (b, a) in acc.iter().enumerate() {
+            let o = o0 + b;
+            if o >= self.o {
+                break;
+            }
+            let row = &mut y[(o * oh + r) * ow..][..ow];
+            for (v, &x) in a.iter().enumerate() {
+                let col = (v0 + v) * L;
+                let n = ow.saturating_sub(col).min(L);
+                let mut lanes = [0.0f32; L];
+                // SAFETY: `lanes` holds 8 floats.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), x) };
+                row[col..col + n].copy_from_slice(&lanes[..n]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain convolution, straight from its definition.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(
+        x: &[f32],
+        w: &[f32],
+        [c, h, wd]: [usize; 3],
+        o: usize,
+        [kh, kw]: [usize; 2],
+        [sh, sw]: [usize; 2],
+        [ph, pw]: [usize; 2],
+        [dh, dw]: [usize; 2],
+    ) -> (Vec<f32>, [usize; 2]) {
+        let oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+        let ow = (wd + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+        let mut y = vec![0.0f32; o * oh * ow];
+        for oi in 0..o {
+            for r in 0..oh {
+                for col in 0..ow {
+                    let mut acc = 0.0f64;
+                    for ci in 0..c {
+                        for i in 0..kh {
+                            for j in 0..kw {
+                                let ih = (r * sh + i * dh) as isize - ph as isize;
+                                let iw = (col * sw + j * dw) as isize - pw as isize;
+                                if ih < 0 || iw < 0 || ih >= h as isize || iw >= wd as isize {
+                                    continue;
+                                }
+                                let xv = x[(ci * h + ih as usize) * wd + iw as usize];
+                                acc +=
+                                    f64::from(w[((oi * c + ci) * kh + i) * kw + j]) * f64::from(xv);
+                            }
+                        }
+                    }
+                    y[(oi * oh + r) * ow + col] = acc as f32;
+                }
+            }
+        }
+        (y, [oh, ow])
+    }
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let v = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8;
+                (v % 1000) as f32 / 500.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn geometry(
+        k: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 2],
+        d: [usize; 2],
+        image: [usize; 2],
+    ) -> Geometry {
+        Geometry {
+            kernel: k,
+            stride: s,
+            padding: p,
+            dilation: d,
+            image,
+            fill: 0.0,
+        }
+    }
+
+    fn close(a: &[f32], b: &[f32]) {
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                "element {i}: {x} against {y}"
+            );
+        }
+    }
+
+    // Small enough for Miri, yet every tile shape: 1, 2 and 3+ vectors per
+    // row (with a ragged last vector), output channels not a multiple of
+    // the tile, strides, dilation and padding.
+    /// `[C, H, W]`, `O`, kernel, stride, padding, dilation.
+    type Case = (
+        [usize; 3],
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+    );
+
+    const CASES: &[Case] = &[
+        ([2, 5, 9], 5, [3, 3], [1, 1], [1, 1], [1, 1]),
+        ([3, 4, 17], 7, [3, 3], [1, 1], [1, 1], [1, 1]),
+        ([2, 3, 27], 3, [3, 2], [1, 1], [0, 1], [1, 2]),
+        ([3, 6, 19], 9, [3, 3], [2, 2], [1, 1], [1, 1]),
+        ([1, 7, 20], 4, [4, 3], [2, 3], [1, 2], [1, 1]),
+    ];
+
+    #[test]
+    fn the_direct_forward_equals_the_definition() {
+        for &([c, h, w], o, k, s, p, d) in CASES {
+            let (x, wt) = (values(c * h * w, 1), values(o * c * k[0] * k[1], 7));
+            let (want, out) = naive(&x, &wt, [c, h, w], o, k, s, p, d);
+            let sizes = Sizes {
+                n: 1,
+                c,
+                o,
+                groups: 1,
+                out,
+            };
+            let conv = Direct::forward(&geometry(k, s, p, d, [h, w]), &sizes, &wt);
+            let mut got = vec![f32::NAN; want.len()];
+            assert!(conv.run(&x, &mut got));
+            close(&got, &want);
+            // The portable tiles too.
+            let mut ph = vec![0.0; c * conv.plane()];
+            conv.fill_phases(&x, &mut ph);
+            let mut plain = vec![f32::NAN; want.len()];
+            conv.rows_portable(&ph, &mut plain);
+            close(&plain, &want);
+        }
+    }
+
+    #[test]
+    fn the_direct_input_gradient_equals_the_adjoint_of_the_definition() {
+        // dx[c, ih, iw] = sum over (o, r, col, i, j) with r + i·d - p = ih
+        // of w[o, c, i, j]·gy[o, r, col]: the adjoint, accumulated directly.
+        for &([c, h, w], o, k, _, p, d) in CASES.iter().filter(|case| case.3 == [1, 1]) {
+            let g = geometry(k, [1, 1], p, d, [h, w]);
+            let oh = h + 2 * p[0] - d[0] * (k[0] - 1);
+            let ow = w + 2 * p[1] - d[1] * (k[1] - 1);
+            let (gy, wt) = (values(o * oh * ow, 3), values(o * c * k[0] * k[1], 5));
+            let mut want = vec![0.0f64; c * h * w];
+            for oi in 0..o {
+                for ci in 0..c {
+                    for i in 0..k[0] {
+                        for j in 0..k[1] {
+                            for r in 0..oh {
+                                for col in 0..ow {
+                                    let ih = (r + i * d[0]) as isize - p[0] as isize;
+                                    let iw = (col + j * d[1]) as isize - p[1] as isize;
+                                    if ih < 0 || iw < 0 || ih >= h as isize || iw >= w as isize {
+                                        continue;
+                                    }
+                                    want[(ci * h + ih as usize) * w + iw as usize] +=
+                                        f64::from(wt[((oi * c + ci) * k[0] + i) * k[1] + j])
+                                            * f64::from(gy[(oi * oh + r) * ow + col]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let want: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+            let sizes = Sizes {
+                n: 1,
+                c,
+                o,
+                groups: 1,
+                out: [oh, ow],
+            };
+            let conv = Direct::input_grad(&g, &sizes, &wt);
+            let mut got = vec![f32::NAN; c * h * w];
+            assert!(conv.run(&gy, &mut got));
+            close(&got, &want);
+        }
+    }
+}
