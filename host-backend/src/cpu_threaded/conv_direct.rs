@@ -468,9 +468,19 @@ mod tests {
         ([1, 7, 20], 4, [4, 3], [2, 3], [1, 2], [1, 1]),
     ];
 
+    /// The cases a test runs: under Miri, the two that reach every tile
+    /// (6x2, 6x1 and a ragged vector; 8x1 with strides).
+    fn cases() -> impl Iterator<Item = &'static Case> {
+        CASES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !cfg!(miri) || [1, 4].contains(i))
+            .map(|(_, c)| c)
+    }
+
     #[test]
     fn the_direct_forward_equals_the_definition() {
-        for &([c, h, w], o, k, s, p, d) in CASES {
+        for &([c, h, w], o, k, s, p, d) in cases() {
             let (x, wt) = (values(c * h * w, 1), values(o * c * k[0] * k[1], 7));
             let (want, out) = naive(&x, &wt, [c, h, w], o, k, s, p, d);
             let sizes = Sizes {
@@ -497,7 +507,7 @@ mod tests {
     fn the_direct_input_gradient_equals_the_adjoint_of_the_definition() {
         // dx[c, ih, iw] = sum over (o, r, col, i, j) with r + i·d - p = ih
         // of w[o, c, i, j]·gy[o, r, col]: the adjoint, accumulated directly.
-        for &([c, h, w], o, k, _, p, d) in CASES.iter().filter(|case| case.3 == [1, 1]) {
+        for &([c, h, w], o, k, _, p, d) in cases().filter(|case| case.3 == [1, 1]) {
             let g = geometry(k, [1, 1], p, d, [h, w]);
             let oh = h + 2 * p[0] - d[0] * (k[0] - 1);
             let ow = w + 2 * p[1] - d[1] * (k[1] - 1);
