@@ -42,6 +42,13 @@ source scripts/disk.sh
 export MIRIFLAGS="-Zmiri-strict-provenance ${MIRIFLAGS:-}"
 # Miri cannot run libm's inline-asm sqrt/fma: use its portable versions.
 SOFT_FLOATS="libm/force-soft-floats"
+# NOTE [Miri runs the unsafe code]: Miri is here for the unsafe code (every
+# `unsafe` has a test that reaches it) and for the thread tests'
+# interleavings. A unit test that sweeps thousands of values through safe
+# arithmetic only (int8 dequantization against TFLite's formula, fixed-point
+# multipliers, the normal sampler's moments, broadcast index walks) is
+# `#[cfg_attr(miri, ignore)]`: Miri lists it as ignored, and `cargo test`
+# runs it natively. One of them alone took 317 s of this tier.
 # kael-tests integration tests run under Miri (the others are slow there:
 # gradcheck, matmul and reduce sweep many shapes through the interpreter).
 MIRI_TESTS=(smoke fuzz_regressions bad_input_matrix concurrency fault_injection index)

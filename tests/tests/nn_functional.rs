@@ -337,12 +337,28 @@ test_device!(conv2d_wide_rows_f32_match_pytorch, |dev| {
     let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], None, [1, 1], [2, 1], [2, 1], 1);
     let (dx, dw) = (w(e::CONV2D_WIDE_DIL_F32_DX), w(e::CONV2D_WIDE_DIL_F32_DW));
     let y = w(e::CONV2D_WIDE_DIL_F32);
-    case(dev, DType::F32, ins, f, e::CONV2D_WIDE_DIL_F32_SHAPE, &y, &[&dx, &dw])?;
+    case(
+        dev,
+        DType::F32,
+        ins,
+        f,
+        e::CONV2D_WIDE_DIL_F32_SHAPE,
+        &y,
+        &[&dx, &dw],
+    )?;
     let ins: &[(&[usize], f64)] = &[(&[1, 2, 4, 10], 1.0), (&[10, 2, 3, 3], 2.0)];
     let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], None, [1, 1], [0, 0], [1, 1], 1);
     let (dx, dw) = (w(e::CONV2D_ROW8_F32_DX), w(e::CONV2D_ROW8_F32_DW));
     let y = w(e::CONV2D_ROW8_F32);
-    case(dev, DType::F32, ins, f, e::CONV2D_ROW8_F32_SHAPE, &y, &[&dx, &dw])
+    case(
+        dev,
+        DType::F32,
+        ins,
+        f,
+        e::CONV2D_ROW8_F32_SHAPE,
+        &y,
+        &[&dx, &dw],
+    )
 });
 
 test_device!(conv2d_groups_f32_and_dilation_match_pytorch, |dev| {

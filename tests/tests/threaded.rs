@@ -1108,8 +1108,17 @@ fn batch_norm_sums_on_the_pool_equal_the_reference_bit_for_bit() {
             let (x, w, b) = (leaf(&x), leaf(&wgt), leaf(&bias));
             let rm = Tensor::zeros(&[c], DType::F32, dev).unwrap();
             let rv = Tensor::ones(&[c], DType::F32, dev).unwrap();
-            let y = batch_norm(&x, Some(&rm), Some(&rv), Some(&w), Some(&b), true, 0.1, 1e-5)
-                .unwrap();
+            let y = batch_norm(
+                &x,
+                Some(&rm),
+                Some(&rv),
+                Some(&w),
+                Some(&b),
+                true,
+                0.1,
+                1e-5,
+            )
+            .unwrap();
             y.mul(&gy.to_device(dev).unwrap())
                 .unwrap()
                 .sum_all()
@@ -1117,7 +1126,11 @@ fn batch_norm_sums_on_the_pool_equal_the_reference_bit_for_bit() {
                 .backward()
                 .unwrap();
             let bits = |t: &Tensor| -> Vec<u32> {
-                t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+                t.to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
             };
             let grads: Vec<u32> = [&x, &w, &b]
                 .iter()

@@ -382,6 +382,9 @@ mod tests {
     }
 
     #[test]
+    // NOTE [Miri runs the unsafe code]: arithmetic over thousands of
+    // values, no unsafe code (minutes under Miri); it runs natively.
+    #[cfg_attr(miri, ignore)]
     fn broadcast_walks_every_output_element_to_the_operands_elements() {
         let shapes: [(&[usize], &[usize]); 7] = [
             (&[2, 3], &[2, 3]),

@@ -483,7 +483,10 @@ mod tests {
         let q = a.allocate_zeroed(l(1 << 20)).unwrap();
         // SAFETY: valid, initialised (zeroed) block of 1 MiB.
         let bytes = unsafe { std::slice::from_raw_parts(q.as_ptr(), 1 << 20) };
-        assert!(bytes.iter().all(|&b| b == 0));
+        // Every byte natively; a sample under Miri, where a 1 MiB loop took
+        // 164 s.
+        let step = if cfg!(miri) { 4093 } else { 1 };
+        assert!(bytes.iter().step_by(step).all(|&b| b == 0));
         // SAFETY: as above.
         unsafe { a.deallocate(q, l(1 << 20)) };
     }

@@ -190,15 +190,13 @@ fn run(par: &Par<'_>, call: Call<'_>) -> Result<()> {
             });
             Ok(())
         }
-        (2, Some(gy)) => {
-            k.weight_grad(par, xv, gy, dv);
-            Ok(())
-        }
+        (2, Some(gy)) => k.weight_grad(par, xv, gy, dv),
         _ => Err(bad("missing operands")),
     }
 }
 
-/// Whether step `step` (0: forward, 1: input gradient) runs the direct
+/// Whether step `step` (0: forward, 1: input gradient, 2: weight
+/// gradient) runs the direct
 /// kernel (NOTE [Direct or columns]).
 /// `KAEL_CONV=cols` in the environment (read once) keeps every call on
 /// the columns, so that a benchmark can compare the two paths.
@@ -209,7 +207,8 @@ fn direct(step: usize, g: &Geometry, s: &Sizes) -> bool {
     }
     match step {
         0 => conv_direct::forward_applies(g, s),
-        _ => conv_direct::input_grad_applies(g, s),
+        1 => conv_direct::input_grad_applies(g, s),
+        _ => conv_direct::weight_grad_applies(g, s),
     }
 }
 
@@ -289,37 +288,35 @@ impl Ctx {
     }
 
     /// `dw [O, K]`: ranges of the batch into partials, added in order.
-    fn weight_grad(&self, par: &Par<'_>, x: &[f32], gy: &[f32], dw: &mut [f32]) {
-        let (n, p) = (self.s.n, self.s.p());
+    fn weight_grad(&self, par: &Par<'_>, x: &[f32], gy: &[f32], dw: &mut [f32]) -> Result<()> {
+        let (o, p) = (self.s.o, self.s.p());
         let img = self.s.c * self.g.image[0] * self.g.image[1];
-        let pieces = if par.parallel(n * self.rows() * p) {
-            n.min(par.threads).max(1)
-        } else {
-            1
-        };
-        let bound = |i: usize| i * n / pieces;
+        if direct(2, &self.g, &self.s) {
+            // NOTE [Direct weight gradient]: partials in dw's own layout.
+            let conv = Direct::weight_grad(&self.g, &self.s);
+            let fine = AtomicBool::new(true);
+            let parts = self.partials(par, dw.len(), |b, part| {
+                if !conv.add_weight_grad(&x[b * img..], &gy[b * o * p..], part) {
+                    fine.store(false, Ordering::Relaxed);
+                }
+            });
+            for (i, part) in parts.into_iter().enumerate() {
+                for (a, &v) in dw.iter_mut().zip(&part) {
+                    *a = if i == 0 { v } else { *a + v };
+                }
+            }
+            return checked(fine);
+        }
         // Each partial holds `dwᵀ`, group by group `[K, O/G]`: the product's
         // rows are then the O/G output channels, its packed side `gy`'s
         // [O/G, P] rows, and the columns are read in place (`dw` as [O, K]
         // rows made gemm pack the whole [K, P] column block per image:
         // 18 GFLOP/s against 85 for the forward).
-        let partials: Vec<Mutex<Vec<f32>>> = (0..pieces)
-            .map(|_| Mutex::new(vec![0.0; dw.len()]))
-            .collect();
-        let piece = |i: usize| {
-            let mut part = partials[i].lock().unwrap_or_else(|e| e.into_inner());
-            for b in bound(i)..bound(i + 1) {
-                self.weight_grad_image(&x[b * img..], &gy[b * self.s.o * p..], &mut part);
-            }
-        };
-        if pieces > 1 {
-            par.for_each_index(pieces, piece);
-        } else {
-            piece(0);
-        }
+        let parts = self.partials(par, dw.len(), |b, part| {
+            self.weight_grad_image(&x[b * img..], &gy[b * o * p..], part);
+        });
         let og = self.s.o / self.s.groups;
-        for (i, part) in partials.into_iter().enumerate() {
-            let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
+        for (i, part) in parts.into_iter().enumerate() {
             for (gi, block) in part.chunks_exact(self.k * og).enumerate() {
                 for (kk, row) in block.chunks_exact(og).enumerate() {
                     for (o, &v) in row.iter().enumerate() {
@@ -329,6 +326,42 @@ impl Ctx {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Ranges of the batch on the pool, each image `b` of a range added by
+    /// `image(b, partial)` into the range's own zeroed partial of `len`;
+    /// the partials in range order.
+    fn partials(
+        &self,
+        par: &Par<'_>,
+        len: usize,
+        image: impl Fn(usize, &mut [f32]) + Sync,
+    ) -> Vec<Vec<f32>> {
+        let n = self.s.n;
+        let pieces = if par.parallel(n * self.rows() * self.s.p()) {
+            n.min(par.threads).max(1)
+        } else {
+            1
+        };
+        let bound = |i: usize| i * n / pieces;
+        let partials: Vec<Mutex<Vec<f32>>> =
+            (0..pieces).map(|_| Mutex::new(vec![0.0; len])).collect();
+        let piece = |i: usize| {
+            let mut part = partials[i].lock().unwrap_or_else(|e| e.into_inner());
+            for b in bound(i)..bound(i + 1) {
+                image(b, &mut part);
+            }
+        };
+        if pieces > 1 {
+            par.for_each_index(pieces, piece);
+        } else {
+            piece(0);
+        }
+        partials
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect()
     }
 
     fn weight_grad_image(&self, x: &[f32], gy: &[f32], dw: &mut [f32]) {

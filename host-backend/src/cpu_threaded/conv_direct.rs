@@ -19,6 +19,16 @@
 //! output's gradient, with the kernel flipped and its two channel axes
 //! swapped, and padding `d·(K - 1) - p`: `dx = conv(gy, flip(w)ᵀ)`.
 //!
+//! NOTE [Direct weight gradient]
+//! The weight gradient `dw[o, c, i, j] = Σ gy[o, r, col]·x_pad[c, r·SH + i·DH,
+//! col·SW + j·DW]` reads the same phase image: per input channel `c` and
+//! kernel row `i`, a tile of 3 output channels by the kernel's 3 columns
+//! keeps 9 vector accumulators over every output row and vector of
+//! positions (3 gradient loads and 3 input loads per 9 FMAs), each summed
+//! across its lanes once per image and added to the range's partial. The
+//! gradient's rows are copied padded to whole vectors, zero past `OW` and
+//! past `O`, so the ragged last vector adds nothing.
+//!
 //! Which calls take it is [`forward_applies`] and [`input_grad_applies`],
 //! from the family benchmark's conv shapes on an AVX2 machine (NOTE
 //! [Direct or columns]); other CPUs, and other shapes, keep the columns.
@@ -30,9 +40,31 @@ use std::cell::RefCell;
 /// Lanes of one vector.
 const L: usize = 8;
 
+/// The weight gradient's tile: output channels by kernel columns (3x3
+/// accumulators, three gradient rows and an input in registers).
+const WG_OB: usize = 3;
+const WG_TAPS: usize = 3;
+
 thread_local! {
     /// This thread's phase image, kept between calls.
     static PHASE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// This thread's copy of an output gradient, rows padded to vectors.
+    static GRAD: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's buffer `cell`, at least `len` long.
+fn with_buf<R>(
+    cell: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+    f: impl FnOnce(&mut [f32]) -> R,
+) -> R {
+    cell.with(|c| {
+        let mut v = c.borrow_mut();
+        if v.len() < len {
+            v.resize(len, 0.0);
+        }
+        f(&mut v[..len])
+    })
 }
 
 /// One direct convolution: its sizes, blocking and laid-out weights.
@@ -56,6 +88,8 @@ pub(super) struct Direct {
     /// Rows of the phase image, and the length of one phase row.
     rows: usize,
     jw: usize,
+    /// Kernel width.
+    kw: usize,
     /// Per `(kh, kw)`, the offset of its first input in a channel's plane.
     koff: Vec<usize>,
     /// The weights, `[C·KH·KW][opad]`.
@@ -96,7 +130,28 @@ pub(super) fn input_grad_applies(g: &Geometry, s: &Sizes) -> bool {
     available() && flat && s.groups == 1 && g.image[1] >= L && s.o <= 64 && s.c <= 64
 }
 
+/// The weight gradient: as the forward, for kernels 3 wide.
+pub(super) fn weight_grad_applies(g: &Geometry, s: &Sizes) -> bool {
+    forward_applies(g, s) && g.kernel[1] == WG_TAPS
+}
+
 impl Direct {
+    /// The weight gradient of a forward over images of `g` (its weights
+    /// are not read: [`Direct::add_weight_grad`] takes the images).
+    pub(super) fn weight_grad(g: &Geometry, s: &Sizes) -> Direct {
+        Direct::new(
+            s.c,
+            s.o,
+            g.kernel,
+            g.stride,
+            g.dilation,
+            g.padding,
+            g.image,
+            s.out,
+            |_, _, _, _| 0.0,
+        )
+    }
+
     /// The forward of `w [O, C, KH, KW]` (contiguous) over images of `g`.
     pub(super) fn forward(g: &Geometry, s: &Sizes, w: &[f32]) -> Direct {
         let [kh, kw] = g.kernel;
@@ -184,6 +239,7 @@ impl Direct {
             nv,
             rows,
             jw,
+            kw,
             koff,
             wt,
         }
@@ -202,13 +258,7 @@ impl Direct {
         if x.len() < self.c * self.image[0] * self.image[1] || y.len() < self.o * oh * ow {
             return false;
         }
-        PHASE.with(|p| {
-            let mut ph = p.borrow_mut();
-            let len = self.c * self.plane();
-            if ph.len() < len {
-                ph.resize(len, 0.0);
-            }
-            let ph = &mut ph[..len];
+        with_buf(&PHASE, self.c * self.plane(), |ph| {
             self.fill_phases(x, ph);
             #[cfg(target_arch = "x86_64")]
             if available() {
@@ -220,6 +270,154 @@ impl Direct {
             self.rows_portable(ph, y);
         });
         true
+    }
+
+    /// Adds one image's weight gradient to `dw [O, C, KH, KW]`, from the
+    /// image `x [C, H, W]` and the output's gradient `gy [O, OH, OW]`
+    /// (NOTE [Direct weight gradient]); false, with nothing added, where a
+    /// slice is too short or the kernel is not 3 wide.
+    #[must_use]
+    pub(super) fn add_weight_grad(&self, x: &[f32], gy: &[f32], dw: &mut [f32]) -> bool {
+        let [oh, ow] = self.out;
+        let taps = self.koff.len();
+        let short = x.len() < self.c * self.image[0] * self.image[1]
+            || gy.len() < self.o * oh * ow
+            || dw.len() < self.o * self.c * taps;
+        if short || self.kw != WG_TAPS {
+            return false;
+        }
+        let row = self.nv * L;
+        let gopad = self.o.div_ceil(WG_OB) * WG_OB;
+        with_buf(&PHASE, self.c * self.plane(), |ph| {
+            with_buf(&GRAD, gopad * oh * row, |gp| {
+                self.fill_phases(x, ph);
+                // gy's rows, zero past OW and past O.
+                gp.fill(0.0);
+                for (dst, src) in gp.chunks_exact_mut(row).zip(gy.chunks_exact(ow)) {
+                    dst[..ow].copy_from_slice(src);
+                }
+                #[cfg(target_arch = "x86_64")]
+                if available() {
+                    // SAFETY: AVX2 and FMA were detected; `ph` is the phase
+                    // image, `gp` holds `gopad` padded gradient planes,
+                    // `dw` at least `O·C·KH·KW`.
+                    unsafe { self.weight_grad_avx2(ph, gp, dw) };
+                    return;
+                }
+                self.weight_grad_portable(ph, gp, dw);
+            })
+        });
+        true
+    }
+
+    /// [`Direct::add_weight_grad`]'s sums in plain Rust.
+    fn weight_grad_portable(&self, ph: &[f32], gp: &[f32], dw: &mut [f32]) {
+        let [oh, _] = self.out;
+        let (row, plane, taps) = (self.nv * L, self.plane(), self.koff.len());
+        let step = self.stride[0] * self.stride[1] * self.jw;
+        for o in 0..self.o {
+            for ci in 0..self.c {
+                for (t, &k) in self.koff.iter().enumerate() {
+                    let mut acc = 0.0f32;
+                    for r in 0..oh {
+                        let g = &gp[(o * oh + r) * row..][..row];
+                        let xs = &ph[ci * plane + r * step + k..][..row];
+                        for (&a, &b) in g.iter().zip(xs) {
+                            acc = a.mul_add(b, acc);
+                        }
+                    }
+                    dw[(o * self.c + ci) * taps + t] += acc;
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// AVX2 and FMA must be available; `ph` is `C·plane()` floats, `gp`
+    /// `O`-rounded-up-to-[`WG_OB`] planes of `OH·nv·8`, `dw` at least
+    /// `O·C·KH·KW`; the kernel is [`WG_TAPS`] wide.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn weight_grad_avx2(&self, ph: &[f32], gp: &[f32], dw: &mut [f32]) {
+        let kh = self.koff.len() / WG_TAPS;
+        for ci in 0..self.c {
+            for i in 0..kh {
+                let mut o0 = 0;
+                while o0 < self.o {
+                    // SAFETY: the caller's contract; `o0 < O` so the
+                    // tile's rows lie in `gp`'s rounded-up planes.
+                    let sums = unsafe { self.wtile(ph, gp, ci, i, o0) };
+                    for (b, row) in sums.iter().enumerate() {
+                        let o = o0 + b;
+                        if o >= self.o {
+                            break;
+                        }
+                        let at = ((o * self.c + ci) * kh + i) * WG_TAPS;
+                        for (d, &v) in dw[at..at + WG_TAPS].iter_mut().zip(row) {
+                            *d += v;
+                        }
+                    }
+                    o0 += WG_OB;
+                }
+            }
+        }
+    }
+
+    /// The sums over one image of `gy[o]·x[c]` for the [`WG_OB`] output
+    /// channels from `o0`, kernel row `i` and its [`WG_TAPS`] taps.
+    ///
+    /// # Safety
+    /// As [`Direct::weight_grad_avx2`], with `ci < C`, `i < KH` and
+    /// `o0 + WG_OB` within `gp`'s planes.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn wtile(
+        &self,
+        ph: &[f32],
+        gp: &[f32],
+        ci: usize,
+        i: usize,
+        o0: usize,
+    ) -> [[f32; WG_TAPS]; WG_OB] {
+        use std::arch::x86_64::{
+            __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        };
+        let [oh, _] = self.out;
+        let row = self.nv * L;
+        let step = self.stride[0] * self.stride[1] * self.jw;
+        let mut acc = [[_mm256_setzero_ps(); WG_TAPS]; WG_OB];
+        let (xp, gpp) = (ph.as_ptr(), gp.as_ptr());
+        let xbase = ci * self.plane();
+        let koff: [usize; WG_TAPS] = core::array::from_fn(|j| self.koff[i * WG_TAPS + j]);
+        for r in 0..oh {
+            for v in 0..self.nv {
+                // SAFETY: gradient rows `o0 + b < gopad`, row `r < OH`,
+                // vector `v < nv` lie in `gp`; the inputs at `r·step +
+                // koff + 8v .. + 8` lie in channel `ci`'s plane by the
+                // struct's invariant.
+                unsafe {
+                    let g: [__m256; WG_OB] = core::array::from_fn(|b| {
+                        _mm256_loadu_ps(gpp.add(((o0 + b) * oh + r) * row + v * L))
+                    });
+                    for (j, &k) in koff.iter().enumerate() {
+                        let x = _mm256_loadu_ps(xp.add(xbase + r * step + k + v * L));
+                        for (a, &gb) in acc.iter_mut().zip(&g) {
+                            a[j] = _mm256_fmadd_ps(gb, x, a[j]);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = [[0.0f32; WG_TAPS]; WG_OB];
+        for (o, a) in out.iter_mut().zip(&acc) {
+            for (d, &v) in o.iter_mut().zip(a) {
+                let mut lanes = [0.0f32; L];
+                // SAFETY: `lanes` holds 8 floats.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+                *d = lanes.iter().sum();
+            }
+        }
+        out
     }
 
     /// `ph[c][r][q][j] = x_pad[c][r][j·SW + q]`, zero in the padding.
@@ -499,6 +697,73 @@ mod tests {
             conv.fill_phases(&x, &mut ph);
             let mut plain = vec![f32::NAN; want.len()];
             conv.rows_portable(&ph, &mut plain);
+            close(&plain, &want);
+        }
+    }
+
+    #[test]
+    fn the_direct_weight_gradient_equals_its_definition() {
+        // dw[o, c, i, j] = Σ gy[o, r, col]·x_pad[c, r·s + i·d, col·s + j·d]
+        // over two images, added to what dw held.
+        for &([c, h, w], o, k, s, p, d) in cases().filter(|case| case.2[1] == 3) {
+            let g = geometry(k, s, p, d, [h, w]);
+            let oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
+            let ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
+            let xs = [values(c * h * w, 11), values(c * h * w, 13)];
+            let gys = [values(o * oh * ow, 17), values(o * oh * ow, 19)];
+            let mut want = vec![0.5f64; o * c * k[0] * k[1]];
+            for (x, gy) in xs.iter().zip(&gys) {
+                for oi in 0..o {
+                    for ci in 0..c {
+                        for i in 0..k[0] {
+                            for j in 0..k[1] {
+                                let mut acc = 0.0f64;
+                                for r in 0..oh {
+                                    for col in 0..ow {
+                                        let ih = (r * s[0] + i * d[0]) as isize - p[0] as isize;
+                                        let iw = (col * s[1] + j * d[1]) as isize - p[1] as isize;
+                                        if ih < 0 || iw < 0 || ih >= h as isize || iw >= w as isize
+                                        {
+                                            continue;
+                                        }
+                                        acc += f64::from(gy[(oi * oh + r) * ow + col])
+                                            * f64::from(
+                                                x[(ci * h + ih as usize) * w + iw as usize],
+                                            );
+                                    }
+                                }
+                                want[((oi * c + ci) * k[0] + i) * k[1] + j] += acc;
+                            }
+                        }
+                    }
+                }
+            }
+            let want: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+            let sizes = Sizes {
+                n: 2,
+                c,
+                o,
+                groups: 1,
+                out: [oh, ow],
+            };
+            let conv = Direct::weight_grad(&g, &sizes);
+            let mut got = vec![0.5f32; want.len()];
+            for (x, gy) in xs.iter().zip(&gys) {
+                assert!(conv.add_weight_grad(x, gy, &mut got));
+            }
+            close(&got, &want);
+            // The portable sums too.
+            let mut plain = vec![0.5f32; want.len()];
+            let (row, gopad) = (conv.nv * L, o.div_ceil(WG_OB) * WG_OB);
+            for (x, gy) in xs.iter().zip(&gys) {
+                let mut ph = vec![0.0; c * conv.plane()];
+                conv.fill_phases(x, &mut ph);
+                let mut gp = vec![0.0; gopad * oh * row];
+                for (dst, src) in gp.chunks_exact_mut(row).zip(gy.chunks_exact(ow)) {
+                    dst[..ow].copy_from_slice(src);
+                }
+                conv.weight_grad_portable(&ph, &gp, &mut plain);
+            }
             close(&plain, &want);
         }
     }
