@@ -130,9 +130,12 @@ pub(super) fn input_grad_applies(g: &Geometry, s: &Sizes) -> bool {
     available() && flat && s.groups == 1 && g.image[1] >= L && s.o <= 64 && s.c <= 64
 }
 
-/// The weight gradient: as the forward, for kernels 3 wide.
+/// The weight gradient: as the forward, for kernels 3 wide and images of
+/// at least 64 vectors of outputs (each tile sums its accumulators across
+/// lanes once per image: on ResNet-8's 16x16 and 8x8 layers, 32 and 8
+/// vectors, that cost more than it saved, and `gemm` stays).
 pub(super) fn weight_grad_applies(g: &Geometry, s: &Sizes) -> bool {
-    forward_applies(g, s) && g.kernel[1] == WG_TAPS
+    forward_applies(g, s) && g.kernel[1] == WG_TAPS && s.out[0] * s.out[1].div_ceil(L) >= 64
 }
 
 impl Direct {
