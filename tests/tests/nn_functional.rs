@@ -321,7 +321,7 @@ test_device!(conv2d_depthwise_matches_pytorch, |dev| {
 // threaded device runs these (forward and input gradient) in its direct
 // kernel, not through columns; every tile shape is reached (two vectors
 // and a ragged third per row, one vector per row, output channels past
-// the last whole tile).
+// the last whole tile), and the weight gradient's (16 rows of 5 vectors).
 test_device!(conv2d_wide_rows_f32_match_pytorch, |dev| {
     let ins: &[(&[usize], f64)] = &[(&[2, 3, 5, 19], 1.0), (&[7, 3, 3, 3], 2.0), (&[7], 3.0)];
     let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], Some(&v[2]), [1, 1], [1, 1], [1, 1], 1);
@@ -343,6 +343,19 @@ test_device!(conv2d_wide_rows_f32_match_pytorch, |dev| {
         ins,
         f,
         e::CONV2D_WIDE_DIL_F32_SHAPE,
+        &y,
+        &[&dx, &dw],
+    )?;
+    let ins: &[(&[usize], f64)] = &[(&[1, 2, 16, 33], 1.0), (&[5, 2, 3, 3], 2.0)];
+    let f = |v: &[Tensor]| F::conv2d(&v[0], &v[1], None, [1, 1], [1, 1], [1, 1], 1);
+    let (dx, dw) = (w(e::CONV2D_BIG_F32_DX), w(e::CONV2D_BIG_F32_DW));
+    let y = w(e::CONV2D_BIG_F32);
+    case(
+        dev,
+        DType::F32,
+        ins,
+        f,
+        e::CONV2D_BIG_F32_SHAPE,
         &y,
         &[&dx, &dw],
     )?;

@@ -93,6 +93,9 @@ case("CONV2D_WIDE_F32", lambda x, w, b: F.conv2d(x, w, b, 1, 1, 1, 1),
      [([2, 3, 5, 19], 1), ([7, 3, 3, 3], 2), ([7], 3)], ["X", "W", "B"], torch.float32)
 case("CONV2D_WIDE_DIL_F32", lambda x, w: F.conv2d(x, w, None, 1, (2, 1), (2, 1), 1),
      [([2, 4, 6, 21], 1), ([9, 4, 3, 2], 2)], ["X", "W"], torch.float32)
+# 16 rows of 5 vectors: the direct weight gradient too
+case("CONV2D_BIG_F32", lambda x, w: F.conv2d(x, w, None, 1, 1, 1, 1),
+     [([1, 2, 16, 33], 1), ([5, 2, 3, 3], 2)], ["X", "W"], torch.float32)
 case("CONV2D_ROW8_F32", lambda x, w: F.conv2d(x, w, None, 1, 0, 1, 1),
      [([1, 2, 4, 10], 1), ([10, 2, 3, 3], 2)], ["X", "W"], torch.float32)
 
