@@ -1145,3 +1145,49 @@ fn batch_norm_sums_on_the_pool_equal_the_reference_bit_for_bit() {
         }
     }
 }
+
+/// `index_select` as row copies on the pool equals the reference: every
+/// `dim` of a 3-D source, repeated and out-of-order indices, dtypes of
+/// every width; an index out of range is the reference's error.
+#[test]
+fn index_select_by_rows_on_the_pool_equals_the_reference() {
+    let (be, dev) = backend(2, 1);
+    let cpu = Device::cpu();
+    let mut rng = Rng::new(31);
+    let shape = [5usize, 6, 7];
+    for dim in 0..3 {
+        for dtype in [DType::F32, DType::F64, DType::I64, DType::U8, DType::F16] {
+            let src = Tensor::randn(&shape, DType::F32, &cpu, &mut rng)
+                .unwrap()
+                .mul_scalar(50.0)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+            let ix: Vec<i64> = (0..9).map(|i| (i * 5 % shape[dim]) as i64).collect();
+            let ix = Tensor::from_slice(&ix, &[9], &cpu).unwrap();
+            let want = src.index_select(dim as isize, &ix).unwrap();
+            let before = be.parallel_dispatches();
+            let got = src
+                .to_device(&dev)
+                .unwrap()
+                .index_select(dim as isize, &ix.to_device(&dev).unwrap())
+                .unwrap();
+            assert!(
+                be.parallel_dispatches() > before,
+                "dim {dim} {dtype:?}: on the pool"
+            );
+            assert_eq!(got.shape(), want.shape());
+            assert_eq!(
+                got.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(),
+                want.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(),
+                "dim {dim} {dtype:?}"
+            );
+        }
+    }
+    let src = Tensor::randn(&shape, DType::F32, &dev, &mut rng).unwrap();
+    let bad = Tensor::from_slice(&[0i64, 6], &[2], &dev).unwrap();
+    let err = src.index_select(1, &bad).unwrap_err().to_string();
+    assert!(err.contains("index_select"), "{err}");
+}

@@ -1,4 +1,5 @@
-//! `gather` and `scatter_add` on the pool: the index's rows (dim 0) split
+//! `index_select` as row copies (below), and `gather` and `scatter_add`
+//! on the pool: the index's rows (dim 0) split
 //! across threads. A gather's outputs are independent, so any `dim`
 //! splits; a scatter-add's writes along `dim` stay inside their row when
 //! `dim != 0`, so each row's sums keep the reference's order (index order
@@ -55,6 +56,62 @@ fn each_in_row(shape: &[usize], l: &Layout, dim: usize, r: usize, mut f: impl Fn
         }
         f(t, off);
     }
+}
+
+/// `index_select` as row copies, on the pool when large: a contiguous
+/// source and output, a contiguous i64 index (any dtype: whole rows of
+/// bytes move). The reference walks every element through a selected
+/// layout (an embedding's 512 rows of 768 took 0.36 ms against
+/// PyTorch's 0.16); anything else, and an index out of range, runs it.
+pub(super) fn index_select(
+    par: &Par<'_>,
+    src: Src<'_>,
+    dim: usize,
+    indices: Src<'_>,
+    dst: Dst<'_>,
+) -> Result<()> {
+    const OP: &str = "index_select";
+    let fits = indices.dtype == DType::I64
+        && indices.layout.is_contiguous()
+        && src.layout.is_contiguous()
+        && dst.layout.is_contiguous()
+        && dst.layout.numel() > 0;
+    if !fits {
+        return reference::index::index_select(src, dim, indices, dst);
+    }
+    contract::index_select(src, dim, indices, dst)?;
+    let shape = src.layout.shape().as_slice();
+    let (outer, size) = (shape[..dim].iter().product::<usize>(), shape[dim]);
+    let inner: usize = shape[dim + 1..].iter().product();
+    let es = dst.dtype.size_in_bytes();
+    let (gs, gi) = (src.storage.read(OP)?, indices.storage.read(OP)?);
+    let ix = values(OP, &gi, &indices)?;
+    if !in_range(ix, size) {
+        drop((gs, gi));
+        return reference::index::index_select(src, dim, indices, dst);
+    }
+    let k = ix.len();
+    let row = inner * es;
+    let s = gs
+        .bytes()
+        .get(src.layout.offset() * es..)
+        .and_then(|b| b.get(..outer * size * row))
+        .ok_or_else(|| reach(OP))?;
+    let mut gd = dst.storage.write(OP)?;
+    let d = gd
+        .bytes_mut()
+        .get_mut(dst.layout.offset() * es..)
+        .and_then(|b| b.get_mut(..outer * k * row))
+        .ok_or_else(|| reach(OP))?;
+    par.bandwidth_bound().for_rows(d, row, |r0, rows| {
+        for (q, out) in rows.chunks_exact_mut(row).enumerate() {
+            let (o, i) = ((r0 + q) / k, (r0 + q) % k);
+            // In range (checked above): row `o·size + ix[i]` of `s`.
+            let from = (o * size + ix[i] as usize) * row;
+            out.copy_from_slice(&s[from..from + row]);
+        }
+    });
+    Ok(())
 }
 
 /// `gather` on the pool, or the reference kernel.

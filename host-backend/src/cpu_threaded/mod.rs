@@ -241,10 +241,10 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn provenance(&self, family: Family) -> Provenance {
-        // NOTE [Family table]: `where`, the index families and argsort
-        // call the reference kernels on this backend's storages.
+        // NOTE [Family table]: `where`, `index_add` and argsort call the
+        // reference kernels on this backend's storages.
         match family {
-            Family::Where | Family::IndexSelect | Family::IndexAdd | Family::ArgSort => {
+            Family::Where | Family::IndexAdd | Family::ArgSort => {
                 Provenance::Inherited(DeviceKind::Cpu)
             }
             Family::Conv2d | Family::Adam | Family::BatchNorm => Provenance::Own,
@@ -393,7 +393,7 @@ impl Backend for ThreadedCpuBackend {
     }
 
     fn index_select(&self, src: Src<'_>, dim: usize, indices: Src<'_>, dst: Dst<'_>) -> Result<()> {
-        reference::index::index_select(src, dim, indices, dst)
+        index::index_select(&self.par(), src, dim, indices, dst)
     }
 
     fn gather(&self, src: Src<'_>, dim: usize, index: Src<'_>, dst: Dst<'_>) -> Result<()> {
