@@ -142,33 +142,19 @@ impl Direct {
     /// The weight gradient of a forward over images of `g` (its weights
     /// are not read: [`Direct::add_weight_grad`] takes the images).
     pub(super) fn weight_grad(g: &Geometry, s: &Sizes) -> Direct {
-        Direct::new(
-            s.c,
-            s.o,
-            g.kernel,
-            g.stride,
-            g.dilation,
-            g.padding,
-            g.image,
-            s.out,
-            |_, _, _, _| 0.0,
-        )
+        Direct::of(g, s, |_, _, _, _| 0.0)
     }
 
     /// The forward of `w [O, C, KH, KW]` (contiguous) over images of `g`.
     pub(super) fn forward(g: &Geometry, s: &Sizes, w: &[f32]) -> Direct {
-        let [kh, kw] = g.kernel;
-        let c = s.c;
+        let ([kh, kw], c) = (g.kernel, s.c);
+        Direct::of(g, s, |o, ci, i, j| w[((o * c + ci) * kh + i) * kw + j])
+    }
+
+    /// [`Direct::new`] with `g`'s and `s`'s sizes.
+    fn of(g: &Geometry, s: &Sizes, weight: impl Fn(usize, usize, usize, usize) -> f32) -> Direct {
         Direct::new(
-            c,
-            s.o,
-            g.kernel,
-            g.stride,
-            g.dilation,
-            g.padding,
-            g.image,
-            s.out,
-            |o, ci, i, j| w[((o * c + ci) * kh + i) * kw + j],
+            s.c, s.o, g.kernel, g.stride, g.dilation, g.padding, g.image, s.out, weight,
         )
     }
 
