@@ -36,13 +36,7 @@ thread_local! {
 
 /// Runs `f` with this thread's column buffer, at least `len` long.
 fn with_cols<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    COLS.with(|c| {
-        let mut v = c.borrow_mut();
-        if v.len() < len {
-            v.resize(len, 0.0);
-        }
-        f(&mut v[..len])
-    })
+    conv_direct::with_buf(&COLS, len, f)
 }
 
 /// `dst [m, n] = (dst if acc) + a @ b`, every operand given as

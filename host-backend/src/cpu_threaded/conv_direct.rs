@@ -52,8 +52,9 @@ thread_local! {
     static GRAD: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with this thread's buffer `cell`, at least `len` long.
-fn with_buf<R>(
+/// Runs `f` with this thread's buffer `cell`, at least `len` long (the
+/// column path's buffer too).
+pub(super) fn with_buf<R>(
     cell: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
     len: usize,
     f: impl FnOnce(&mut [f32]) -> R,
